@@ -1,0 +1,500 @@
+// Copyright 2026 The tether Authors. Licensed under the Apache License 2.0.
+//
+// rollout_demo: tether against the usual hand-written reconnect loop, while
+// the service under them is rolled out.
+//
+//   rollout_demo [--svg=rollout_demo.svg] [--watches=32] [--quick] [--check]
+//
+// Three ledger replicas run in this process behind a loopback proxy that
+// routes each new connection like a Kubernetes Service (round robin over the
+// current endpoints). 32 watches go through tether (ReconnectingStream over
+// one health-checked ConnectionPool, one shared CircuitBreaker) and 32
+// through the naive loop (one channel, blocking stub, reopen at once, "ended
+// before the first message" = the ledger is down; the app subscribes again
+// a second later; a breaker that counts every error end). Then:
+//   1. a rolling restart with graceful replicas (NOT_SERVING, GOAWAY, drain),
+//   2. one with replicas that end streams before their GOAWAY (cancel-first),
+//   3. one with replicas that die without a GOAWAY (abrupt),
+//   4. an outage of every replica at once, then recovery.
+// It prints one row per client and phase and writes an SVG timeline: one
+// lane per watch, coloured by the replica serving it.
+// --quick: 8 + 8 watches and shorter drains (the smoke test). --check: exit
+// non-zero unless tether lost, repeated, corrupted nothing and saw no error,
+// and the SVG parses.
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "examples/common/flag_names.h"
+#include "examples/common/ledger_replica.h"
+#include "examples/common/ledger_watchers.h"
+#include "examples/common/service_proxy.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "tether/circuit_breaker.h"
+#include "tether/connection_pool.h"
+
+ABSL_FLAG(std::string, svg, "rollout_demo.svg", "where to write the timeline");
+ABSL_FLAG(int, watches, 0, "watches per client (default 32, 8 with --quick)");
+ABSL_FLAG(bool, quick, false, "a short run (smoke test)");
+ABSL_FLAG(bool, check, false,
+          "exit 1 unless tether had no loss/duplicate/bad event/error and "
+          "the SVG parses");
+ABSL_FLAG(int, tick_ms, 20, "server tick (ms)");
+
+namespace ex = ::tether::examples;
+
+namespace {
+
+enum Phase { kWarmup, kGraceful, kCancelFirst, kAbrupt, kOutage, kPhases };
+const char* const kPhaseNames[] = {"warmup", "graceful", "cancel-first",
+                                   "abrupt", "outage"};
+
+struct Marker {
+  double t_ms;
+  int phase;
+  std::string replica;  // the replica that left ("" for the outage end)
+  std::string label;
+};
+
+struct Client {
+  std::string name;
+  std::vector<std::shared_ptr<ex::WatchRecorder>> recorders;
+  std::shared_ptr<tether::CircuitBreaker> breaker;
+  std::atomic<int> transitions[kPhases] = {};
+};
+
+double Percentile(std::vector<double> v, double p) {
+  if (v.empty()) return NAN;
+  std::sort(v.begin(), v.end());
+  std::size_t i = static_cast<std::size_t>(std::ceil(p * v.size()));
+  return v[std::min(v.size() - 1, i == 0 ? 0 : i - 1)];
+}
+
+// Time from a replica leaving (marker) to the first event from another
+// replica, for every watch that was on it.
+std::vector<double> Migrations(const ex::WatchRecorder& r,
+                               const std::vector<Marker>& markers, int phase,
+                               double tick_ms) {
+  std::vector<double> out;
+  std::vector<ex::Segment> segs = r.segments();
+  for (const Marker& m : markers) {
+    if (m.phase != phase || m.replica.empty()) continue;
+    for (std::size_t i = 0; i + 1 < segs.size(); ++i) {
+      const ex::Segment& s = segs[i];
+      bool on_it = (m.replica == "*" || s.replica == m.replica) &&
+                   s.start_ms <= m.t_ms && s.end_ms >= m.t_ms - 3 * tick_ms &&
+                   segs[i + 1].start_ms >= m.t_ms;
+      if (on_it) {
+        out.push_back(segs[i + 1].start_ms - m.t_ms);
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+// A tiny well-formedness check: tags nest and close, the root is <svg>.
+bool SvgParses(const std::string& text, std::string* why) {
+  std::vector<std::string> stack;
+  bool saw_root = false;
+  std::size_t i = 0;
+  while ((i = text.find('<', i)) != std::string::npos) {
+    std::size_t end = text.find('>', i);
+    if (end == std::string::npos) {
+      *why = "unterminated tag";
+      return false;
+    }
+    std::string tag = text.substr(i + 1, end - i - 1);
+    i = end + 1;
+    if (tag.empty()) {
+      *why = "empty tag";
+      return false;
+    }
+    if (tag[0] == '?' || tag[0] == '!') continue;
+    if (tag[0] == '/') {
+      std::string name = tag.substr(1);
+      if (stack.empty() || stack.back() != name) {
+        *why = "mismatched </" + name + ">";
+        return false;
+      }
+      stack.pop_back();
+      continue;
+    }
+    std::string name = tag.substr(0, tag.find_first_of(" \t\n/"));
+    if (!saw_root) {
+      if (name != "svg") {
+        *why = "root is not <svg>";
+        return false;
+      }
+      saw_root = true;
+    } else if (stack.empty()) {
+      *why = "content after the root element";
+      return false;
+    }
+    if (tag.back() != '/') stack.push_back(name);
+  }
+  if (!saw_root || !stack.empty()) {
+    *why = "unclosed elements";
+    return false;
+  }
+  return true;
+}
+
+std::string Escape(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    if (c == '<') o += "&lt;";
+    else if (c == '>') o += "&gt;";
+    else if (c == '&') o += "&amp;";
+    else o += c;
+  }
+  return o;
+}
+
+std::string RenderSvg(const std::vector<Client*>& clients,
+                      const std::vector<Marker>& markers, double end_ms) {
+  static const char* kPalette[] = {"#4e79a7", "#f28e2b", "#59a14f",
+                                   "#e15759", "#76b7b2", "#edc948",
+                                   "#b07aa1", "#ff9da7", "#9c755f",
+                                   "#bab0ac", "#1b9e77", "#d95f02",
+                                   "#7570b3", "#e7298a", "#66a61e"};
+  std::map<std::string, std::string> colour;
+  auto colour_of = [&](const std::string& replica) {
+    auto it = colour.find(replica);
+    if (it != colour.end()) return it->second;
+    std::string c = kPalette[colour.size() % (sizeof(kPalette) /
+                                              sizeof(kPalette[0]))];
+    colour[replica] = c;
+    return c;
+  };
+  const double left = 90, right = 20, top = 60, lane = 7, gap = 24;
+  const double width = 1200;
+  std::size_t lanes = 0;
+  for (Client* c : clients) lanes += c->recorders.size();
+  const double plot_w = width - left - right;
+  const double height =
+      top + lanes * lane + gap * clients.size() + 70;
+  auto x = [&](double t) { return left + plot_w * t / end_ms; };
+
+  std::ostringstream o;
+  o << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
+  o << absl::StrFormat(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" "
+      "height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" font-family=\"sans-serif\" "
+      "font-size=\"11\">\n",
+      width, height, width, height);
+  o << "<title>tether rollout demo: one lane per watch, coloured by the "
+       "replica serving it</title>\n";
+  o << absl::StrFormat("<rect x=\"0\" y=\"0\" width=\"%.0f\" height=\"%.0f\" "
+                       "fill=\"#ffffff\"/>\n",
+                       width, height);
+  o << absl::StrFormat(
+      "<text x=\"%.0f\" y=\"18\" font-size=\"14\" font-weight=\"bold\">"
+      "Streams during rollouts: colour = serving replica, white = no "
+      "events</text>\n",
+      left);
+  double y = top;
+  std::vector<std::pair<double, double>> bands;
+  for (Client* c : clients) {
+    double y0 = y;
+    o << absl::StrFormat(
+        "<text x=\"4\" y=\"%.1f\" font-weight=\"bold\">%s</text>\n",
+        y0 + c->recorders.size() * lane / 2 + 4, Escape(c->name));
+    for (const auto& r : c->recorders) {
+      for (const ex::Segment& s : r->segments()) {
+        double w = std::max(1.0, x(s.end_ms) - x(s.start_ms));
+        o << absl::StrFormat(
+            "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" "
+            "fill=\"%s\"/>\n",
+            x(s.start_ms), y, w, lane - 1, colour_of(s.replica));
+      }
+      y += lane;
+    }
+    bands.push_back({y0, y});
+    y += gap;
+  }
+  // Rollout markers: one line per replica leaving.
+  for (const Marker& m : markers) {
+    o << absl::StrFormat(
+        "<line x1=\"%.1f\" y1=\"%.0f\" x2=\"%.1f\" y2=\"%.0f\" "
+        "stroke=\"#000000\" stroke-width=\"1\" stroke-dasharray=\"3,2\"/>\n",
+        x(m.t_ms), top - 14, x(m.t_ms), y - gap);
+    o << absl::StrFormat(
+        "<text x=\"%.1f\" y=\"%.0f\" font-size=\"9\" "
+        "transform=\"rotate(-30 %.1f %.0f)\">%s</text>\n",
+        x(m.t_ms) + 2, top - 16, x(m.t_ms) + 2, top - 16, Escape(m.label));
+  }
+  // Time axis and legend.
+  double axis_y = y - gap + 14;
+  for (double t = 0; t <= end_ms; t += 5000) {
+    o << absl::StrFormat("<text x=\"%.1f\" y=\"%.0f\">%.0fs</text>\n", x(t),
+                         axis_y, t / 1000);
+  }
+  double lx = left;
+  double ly = axis_y + 22;
+  o << absl::StrFormat("<text x=\"4\" y=\"%.0f\">replicas:</text>\n", ly + 9);
+  for (const auto& [replica, c] : colour) {
+    o << absl::StrFormat(
+        "<rect x=\"%.0f\" y=\"%.0f\" width=\"12\" height=\"10\" "
+        "fill=\"%s\"/><text x=\"%.0f\" y=\"%.0f\">%s</text>\n",
+        lx, ly, c, lx + 15, ly + 9, Escape(replica));
+    lx += 70;
+  }
+  o << "</svg>\n";
+  return o.str();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage("tether vs a naive client during rollouts");
+  ex::AcceptDashedFlags(argc, argv);
+  absl::ParseCommandLine(argc, argv);
+  const bool quick = absl::GetFlag(FLAGS_quick);
+  int watches = absl::GetFlag(FLAGS_watches);
+  if (watches <= 0) watches = quick ? 8 : 32;
+  const int tick_ms = absl::GetFlag(FLAGS_tick_ms);
+  const absl::Duration drain = quick ? absl::Milliseconds(500)
+                                     : absl::Milliseconds(1500);
+  const absl::Duration settle = quick ? absl::Milliseconds(500)
+                                      : absl::Milliseconds(1500);
+  const absl::Duration outage = quick ? absl::Seconds(1) : absl::Seconds(3);
+  if (tick_ms <= 0) {
+    std::fprintf(stderr, "rollout_demo: --tick-ms must be > 0\n");
+    return 2;
+  }
+
+  const absl::Time epoch = absl::Now();
+  auto now_ms = [&] { return absl::ToDoubleMilliseconds(absl::Now() - epoch); };
+  std::atomic<int> phase{kWarmup};
+  std::vector<Marker> markers;
+
+  ex::ServiceProxy proxy;
+  if (!proxy.Start().ok()) {
+    std::fprintf(stderr, "rollout_demo: proxy did not start\n");
+    return 1;
+  }
+  // Three slots (a, b, c); each restart makes a new replica a2, a3, ...
+  int generation[3] = {0, 0, 0};
+  std::unique_ptr<ex::LedgerReplica> slots[3];
+  // Starts a new replica for slot i and adds it to the Service.
+  auto start_replica = [&](int i) -> std::unique_ptr<ex::LedgerReplica> {
+    ex::LedgerReplicaOptions o;
+    o.name = absl::StrCat(std::string(1, static_cast<char>('a' + i)),
+                          ++generation[i]);
+    o.tick = absl::Milliseconds(tick_ms);
+    o.drain = drain;
+    auto r = std::make_unique<ex::LedgerReplica>(o);
+    absl::Status s = r->Start();
+    if (s.ok()) s = proxy.AddEndpoint(r->address());
+    if (!s.ok()) {
+      std::fprintf(stderr, "rollout_demo: replica: %s\n",
+                   s.ToString().c_str());
+      return nullptr;
+    }
+    return r;
+  };
+  // Takes a replica out of the Service and stops it in `mode`.
+  auto stop_replica = [&](std::unique_ptr<ex::LedgerReplica> old,
+                          ex::ShutdownMode mode, int ph) {
+    proxy.RemoveEndpoint(old->address());
+    markers.push_back(Marker{now_ms(), ph, old->name(),
+                             absl::StrCat(kPhaseNames[ph], " ", old->name())});
+    if (mode == ex::ShutdownMode::kAbrupt) proxy.Cut(old->address());
+    old->Stop(mode);
+  };
+  for (int i = 0; i < 3; ++i) {
+    slots[i] = start_replica(i);
+    if (slots[i] == nullptr) return 1;
+  }
+
+  // Clients.
+  tether::CircuitBreakerOptions bo;
+  Client tether_client, naive_client;
+  tether_client.name = "tether";
+  naive_client.name = "naive";
+  for (Client* c : {&tether_client, &naive_client}) {
+    bo.name = c->name;
+    c->breaker = tether::CircuitBreaker::Create(bo).value();
+    c->breaker->AddListener([c, &phase](tether::BreakerState,
+                                        tether::BreakerState) {
+      c->transitions[std::clamp(phase.load(), 0, kPhases - 1)]++;
+    });
+    for (int i = 0; i < watches; ++i) {
+      c->recorders.push_back(std::make_shared<ex::WatchRecorder>(
+          absl::StrCat("acct-", i), epoch, &phase));
+    }
+  }
+  tether::ConnectionPoolOptions po;
+  po.target = proxy.address();
+  po.health_check = true;
+  auto pool = tether::ConnectionPool::Create(std::move(po));
+  if (!pool.ok()) {
+    std::fprintf(stderr, "rollout_demo: %s\n", pool.status().ToString().c_str());
+    return 1;
+  }
+  std::vector<std::unique_ptr<ex::TetherWatch>> tw;
+  tether::ReconnectingStreamOptions so;
+  so.breaker = tether_client.breaker;
+  for (auto& r : tether_client.recorders) {
+    auto w = ex::TetherWatch::Start(*pool, r, so);
+    if (!w.ok()) {
+      std::fprintf(stderr, "rollout_demo: %s\n", w.status().ToString().c_str());
+      return 1;
+    }
+    tw.push_back(*std::move(w));
+  }
+  auto channel = grpc::CreateChannel(proxy.address(),
+                                     grpc::InsecureChannelCredentials());
+  std::vector<std::unique_ptr<ex::NaiveWatch>> nw;
+  ex::NaiveWatchOptions no;
+  no.breaker = naive_client.breaker;
+  no.resubscribe_after = absl::Seconds(1);
+  for (auto& r : naive_client.recorders) {
+    nw.push_back(std::make_unique<ex::NaiveWatch>(channel, r, no));
+  }
+  std::printf("rollout_demo: 3 replicas behind %s, %d tether + %d naive "
+              "watches, tick %d ms\n",
+              proxy.address().c_str(), watches, watches, tick_ms);
+  std::fflush(stdout);
+
+  absl::SleepFor(settle * 2);  // warm up
+  for (int ph : {kGraceful, kCancelFirst, kAbrupt}) {
+    phase = ph;
+    const ex::ShutdownMode mode =
+        ph == kGraceful      ? ex::ShutdownMode::kGraceful
+        : ph == kCancelFirst ? ex::ShutdownMode::kCancelFirst
+                             : ex::ShutdownMode::kAbrupt;
+    std::printf("  %5.1fs rolling restart, %s replicas\n", now_ms() / 1000,
+                kPhaseNames[ph]);
+    std::fflush(stdout);
+    for (int i = 0; i < 3; ++i) {
+      auto fresh = start_replica(i);  // make before break
+      if (fresh == nullptr) return 1;
+      stop_replica(std::move(slots[i]), mode, ph);
+      slots[i] = std::move(fresh);
+      absl::SleepFor(settle);
+    }
+    absl::SleepFor(settle);
+  }
+
+  phase = kOutage;
+  std::printf("  %5.1fs outage of every replica for %s\n", now_ms() / 1000,
+              absl::FormatDuration(outage).c_str());
+  std::fflush(stdout);
+  markers.push_back(Marker{now_ms(), kOutage, "*", "outage: all down"});
+  for (auto& r : slots) {
+    proxy.RemoveEndpoint(r->address());
+    proxy.Cut(r->address());
+  }
+  for (auto& r : slots) {
+    r->Stop(ex::ShutdownMode::kAbrupt);
+    r.reset();
+  }
+  absl::SleepFor(outage);
+  markers.push_back(Marker{now_ms(), kOutage, "", "back"});
+  for (int i = 0; i < 3; ++i) {
+    slots[i] = start_replica(i);
+    if (slots[i] == nullptr) return 1;
+  }
+  absl::SleepFor(settle * 2 + absl::Seconds(quick ? 1 : 4));
+
+  const double end_ms = now_ms();
+  for (auto& w : tw) w->Stop();
+  for (auto& w : nw) w->Stop();
+  tw.clear();
+  nw.clear();
+  pool->reset();
+
+  // The table.
+  std::printf(
+      "\n%-7s %-13s %8s %5s %5s %7s %8s %9s %9s %9s %8s\n", "client",
+      "rollout", "events", "lost", "dups", "errors", "reopens",
+      "drain-hit", "migr p50", "migr p99", "breaker");
+  bool ok = true;
+  for (Client* c : {&tether_client, &naive_client}) {
+    for (int ph = kGraceful; ph < kPhases; ++ph) {
+      ex::WatchCounts sum;
+      std::vector<double> mig;
+      for (auto& r : c->recorders) {
+        sum.Add(r->phase(ph));
+        auto m = Migrations(*r, markers, ph, tick_ms);
+        mig.insert(mig.end(), m.begin(), m.end());
+      }
+      std::string p50 = mig.empty() ? "-"
+                                    : absl::StrFormat("%.0fms",
+                                                      Percentile(mig, 0.5));
+      std::string p99 = mig.empty() ? "-"
+                                    : absl::StrFormat("%.0fms",
+                                                      Percentile(mig, 0.99));
+      std::printf("%-7s %-13s %8d %5d %5d %7d %8d %9d %9s %9s %8d\n",
+                  c->name.c_str(), kPhaseNames[ph],
+                  static_cast<int>(sum.events), static_cast<int>(sum.lost),
+                  static_cast<int>(sum.duplicates),
+                  static_cast<int>(sum.errors), static_cast<int>(sum.reopens),
+                  static_cast<int>(sum.dead_attempts), p50.c_str(),
+                  p99.c_str(), c->transitions[ph].load());
+      if (c == &tether_client &&
+          (sum.errors != 0 || sum.lost != 0 || sum.duplicates != 0 ||
+           sum.bad_events != 0 || sum.events == 0)) {
+        ok = false;
+      }
+    }
+  }
+  std::printf(
+      "\nevents: delivered to the app; lost: skipped seqs; errors: ends the "
+      "app saw;\ndrain-hit: attempts that died before their first message "
+      "(on a draining\nconnection, or into the outage); migr: replica leaves "
+      "-> first event from\nanother replica (outage: from the start of the "
+      "outage); breaker: transitions.\n");
+
+  std::vector<Client*> clients = {&tether_client, &naive_client};
+  std::string svg = RenderSvg(clients, markers, end_ms);
+  const std::string svg_path = absl::GetFlag(FLAGS_svg);
+  {
+    std::ofstream f(svg_path);
+    f << svg;
+    if (!f.good()) {
+      std::fprintf(stderr, "rollout_demo: cannot write %s\n",
+                   svg_path.c_str());
+      return 1;
+    }
+  }
+  std::printf("timeline: %s (%.1f s run)\n", svg_path.c_str(), end_ms / 1000);
+
+  if (absl::GetFlag(FLAGS_check)) {
+    std::ifstream f(svg_path);
+    std::stringstream back;
+    back << f.rdbuf();
+    std::string why;
+    if (!SvgParses(back.str(), &why)) {
+      std::fprintf(stderr, "CHECK FAILED: %s does not parse: %s\n",
+                   svg_path.c_str(), why.c_str());
+      return 1;
+    }
+    if (back.str().find("<rect") == std::string::npos) {
+      std::fprintf(stderr, "CHECK FAILED: SVG has no lanes\n");
+      return 1;
+    }
+    if (!ok) {
+      std::fprintf(stderr, "CHECK FAILED: tether lost, repeated or "
+                           "corrupted events, or the app saw an error\n");
+      return 1;
+    }
+    std::printf("check: OK\n");
+  }
+  return 0;
+}

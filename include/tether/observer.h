@@ -1,0 +1,73 @@
+// Copyright 2026 The tether Authors. Licensed under the Apache License 2.0.
+#ifndef TETHER_OBSERVER_H_
+#define TETHER_OBSERVER_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "tether/classification.h"
+
+namespace tether {
+
+// Why a stream opened a new attempt.
+enum class AttemptReason {
+  kFirst,      // the stream's first attempt
+  kReopen,     // the previous attempt ended and was classified retryable
+  kMigration,  // the previous attempt's connection is draining (make before
+               // break: the old attempt still runs until this one delivers)
+};
+
+absl::string_view AttemptReasonName(AttemptReason r);
+
+struct AttemptInfo {
+  std::uint64_t attempt = 0;        // 1, 2, ... per stream
+  std::uint64_t connection_id = 0;  // the connection the attempt runs on
+  AttemptReason reason = AttemptReason::kFirst;
+  // The resume position written into the request, if any.
+  bool resumed = false;
+  std::uint64_t resume_after_seq = 0;
+};
+
+// Receives every event of a stream, for metrics and logs.
+//
+// All methods have empty defaults; override what you need. Methods are called
+// without any tether lock held, from gRPC threads or the clock's thread, and
+// for one stream they may run concurrently with each other (an old and a new
+// attempt overlap during a migration) but never concurrently with that
+// stream's message callback for the same message. Implementations must be
+// thread-safe and must not block. One observer may serve many streams; it
+// must outlive them (streams hold a `std::shared_ptr`).
+class StreamObserver {
+ public:
+  virtual ~StreamObserver() = default;
+
+  virtual void OnAttemptStarted(const AttemptInfo& /*info*/) {}
+  // The first message of an attempt arrived (duplicate or not).
+  virtual void OnFirstMessage(const AttemptInfo& /*info*/,
+                              absl::Duration /*since_start*/) {}
+  // An attempt ended. `cancelled_by_client` attempts (tether's own
+  // migrations, the app's cancel) are reported with class `kOk` and
+  // `by_client` true; they are never failures.
+  virtual void OnAttemptEnded(const AttemptInfo& /*info*/,
+                              const absl::Status& /*status*/,
+                              EndClass /*classified*/, bool /*by_client*/) {}
+  // A message with `seq <= last_delivered` was dropped.
+  virtual void OnDuplicateDropped(std::uint64_t /*seq*/,
+                                  std::uint64_t /*last_delivered*/) {}
+  // A message skipped sequence numbers: `expected` was due, `got` arrived.
+  virtual void OnGap(std::uint64_t /*expected*/, std::uint64_t /*got*/) {}
+  // The stream waits `delay` before its next attempt.
+  virtual void OnBackoff(absl::Duration /*delay*/,
+                         const absl::Status& /*last_status*/) {}
+  // The reopen budget is spent; the stream ends with `status`.
+  virtual void OnGaveUp(const absl::Status& /*status*/) {}
+  // A connection this stream uses started draining.
+  virtual void OnConnectionDraining(std::uint64_t /*connection_id*/,
+                                    absl::string_view /*why*/) {}
+};
+
+}  // namespace tether
+
+#endif  // TETHER_OBSERVER_H_

@@ -1,0 +1,216 @@
+// Copyright 2026 The tether Authors. Licensed under the Apache License 2.0.
+#ifndef TETHER_RECONNECTING_STREAM_H_
+#define TETHER_RECONNECTING_STREAM_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/optional.h"
+#include "grpcpp/channel.h"
+#include "grpcpp/client_context.h"
+#include "grpcpp/support/client_callback.h"
+#include "tether/internal/grpc_read_attempt.h"
+#include "tether/internal/stream_core.h"
+#include "tether/stream_options.h"
+#include "tether/transport.h"
+
+namespace tether {
+
+// What a stream calls, and how it resumes. `Request`/`Response` are the
+// generated message types of a server-streaming method.
+template <class Request, class Response>
+struct StreamSpec {
+  // Starts one attempt with the user's own generated stub on `channel`.
+  // Must call exactly one generated callback method and nothing else (tether
+  // calls StartRead/StartCall itself). Called once per attempt, from any
+  // thread. For example:
+  //   [](const std::shared_ptr<grpc::Channel>& ch, grpc::ClientContext* ctx,
+  //      const WatchRequest* req, grpc::ClientReadReactor<Event>* r) {
+  //     SeqStream::NewStub(ch)->async()->Watch(ctx, req, r);
+  //   }
+  std::function<void(const std::shared_ptr<grpc::Channel>&,
+                     grpc::ClientContext*, const Request*,
+                     grpc::ClientReadReactor<Response>*)>
+      start;
+
+  // The first request. Reopens send a copy updated by `resume_after`.
+  Request request;
+
+  // Reads the sequence number of a response; nullopt when the message has
+  // none, which ends the stream with INTERNAL (a server bug, not a retry).
+  // Leave empty for streams without sequence numbers: every reopen then
+  // sends `request` unchanged and every message is delivered.
+  std::function<absl::optional<std::uint64_t>(const Response&)> sequence_of;
+
+  // Writes "resume after seq N" into a copy of `request`. Required with
+  // `sequence_of`.
+  std::function<void(Request&, std::uint64_t last_delivered)> resume_after;
+
+  // Optional: sets up each attempt's context (metadata, a per-attempt
+  // deadline, ...). Called once per attempt, before `start`.
+  std::function<void(grpc::ClientContext&)> configure_context;
+
+  // Advanced: replaces `start` with another way to run attempts. Test
+  // doubles (`tether::testing::FakeTransport`) plug in here.
+  std::shared_ptr<AttemptFactory<Request, Response>> attempt_factory;
+
+  // Optional: the sequence number the request already resumes after (when
+  // the app restarts from its own checkpoint). Messages at or below it are
+  // duplicates. Default: none; the first message sets the baseline.
+  absl::optional<std::uint64_t> initial_last_seq;
+};
+
+// Where a stream opens its attempts: one channel, or a `ConnectionSource`
+// such as a `ConnectionPool` (drain-aware). Implicitly built from either.
+class Target {
+ public:
+  Target(std::shared_ptr<grpc::Channel> channel)  // NOLINT: implicit
+      : source_(SingleChannelSource(std::move(channel))) {}
+  Target(std::shared_ptr<ConnectionSource> source)  // NOLINT: implicit
+      : source_(std::move(source)) {}
+  template <class Source, class = std::enable_if_t<std::is_base_of<
+                              ConnectionSource, Source>::value>>
+  Target(std::shared_ptr<Source> source)  // NOLINT: implicit
+      : source_(std::move(source)) {}
+
+  const std::shared_ptr<ConnectionSource>& source() const { return source_; }
+
+ private:
+  std::shared_ptr<ConnectionSource> source_;
+};
+
+// A server stream that survives its server going away.
+//
+// It runs the call described by a `StreamSpec` as a series of attempts. Each
+// reopen resumes after the last *delivered* sequence number; messages at or
+// below it are dropped as duplicates, so the application sees every message
+// exactly once and in order. Attempt ends are classified (`Classifier`):
+// drain and transient ends reopen (at once after progress, else after
+// backoff, within the reopen budget), a permanent end or an OK end from the
+// server ends the stream. With a `ConnectionPool` target, an attempt whose
+// connection starts draining moves to another connection before it ends.
+//
+// Two ways to consume:
+//  - callbacks: `Start(target, spec, options, on_message, on_done)`;
+//    `on_message` runs for each message, one at a time, in order; `on_done`
+//    runs once, last, with the final status;
+//  - a blocking reader: `Open(target, spec, options)`, then `Read()` until it
+//    returns false, then `Finish()`.
+//
+// Thread safety: `Cancel`, `stats` and the destructor may be called from any
+// thread, also from inside the stream's own callbacks. `Read`/`Finish` from
+// one thread at a time. Callbacks run on gRPC's or the clock's threads and
+// must not block for long (reading pauses while they run).
+//
+// Lifetime: destroying the stream cancels it; once the destructor returns no
+// callback of this stream runs any more (from inside a callback, the
+// destructor returns at once and that callback is the last). In-flight gRPC
+// calls finish in the background and hold what they need.
+//
+//   auto stream = tether::ReconnectingStream<WatchRequest, Event>::Start(
+//       channel, spec, {},
+//       [](Event&& e) { Apply(e); },
+//       [](const absl::Status& s) { LOG(INFO) << "ended: " << s; });
+template <class Request, class Response>
+class ReconnectingStream {
+ public:
+  using Spec = StreamSpec<Request, Response>;
+  using MessageCallback = std::function<void(Response&&)>;
+  using DoneCallback = std::function<void(const absl::Status&)>;
+  using Stats = StreamStats;
+
+  // Validates everything, then starts the first attempt. Returns
+  // INVALID_ARGUMENT (and starts nothing) for invalid options or an
+  // incomplete spec.
+  static absl::StatusOr<std::unique_ptr<ReconnectingStream>> Start(
+      Target target, Spec spec, ReconnectingStreamOptions options,
+      MessageCallback on_message, DoneCallback on_done) {
+    if (!on_message || !on_done) {
+      return absl::InvalidArgumentError(
+          "ReconnectingStream::Start needs both on_message and on_done");
+    }
+    return Make(std::move(target), std::move(spec), std::move(options),
+                std::move(on_message), std::move(on_done));
+  }
+
+  // Like `Start`, for the blocking-reader style.
+  static absl::StatusOr<std::unique_ptr<ReconnectingStream>> Open(
+      Target target, Spec spec, ReconnectingStreamOptions options) {
+    return Make(std::move(target), std::move(spec), std::move(options),
+                nullptr, nullptr);
+  }
+
+  ReconnectingStream(const ReconnectingStream&) = delete;
+  ReconnectingStream& operator=(const ReconnectingStream&) = delete;
+
+  // Cancels the stream and waits for its callbacks (see class comment).
+  ~ReconnectingStream() { core_->Detach(); }
+
+  // Blocking reader only: waits for the next message. Returns false when the
+  // stream has ended; then call `Finish`.
+  bool Read(Response* out) { return core_->Read(out); }
+
+  // Blocking reader only: waits for the end and returns the final status.
+  absl::Status Finish() { return core_->Finish(); }
+
+  // Ends the stream promptly with CANCELLED, also during a backoff wait.
+  // Idempotent; does nothing once the stream has ended.
+  void Cancel() { core_->Cancel(); }
+
+  // A snapshot of the stream's counters.
+  Stats stats() const { return core_->stats(); }
+
+ private:
+  using Core = internal::StreamCore<Request, Response>;
+
+  explicit ReconnectingStream(std::shared_ptr<Core> core)
+      : core_(std::move(core)) {}
+
+  static absl::StatusOr<std::unique_ptr<ReconnectingStream>> Make(
+      Target target, Spec spec, ReconnectingStreamOptions options,
+      MessageCallback on_message, DoneCallback on_done) {
+    absl::Status s = Validate(options);
+    if (!s.ok()) return s;
+    if (!target.source()) {
+      return absl::InvalidArgumentError("ReconnectingStream needs a target");
+    }
+    if (!spec.attempt_factory) {
+      if (!spec.start) {
+        return absl::InvalidArgumentError(
+            "StreamSpec.start is empty (and no attempt_factory was given)");
+      }
+      spec.attempt_factory = internal::MakeGrpcReadAttemptFactory<Request,
+                                                                  Response>(
+          spec.start, spec.configure_context);
+    }
+    if (spec.sequence_of && !spec.resume_after) {
+      return absl::InvalidArgumentError(
+          "StreamSpec.sequence_of is set but resume_after is empty: a "
+          "reopen could not resume");
+    }
+    if (!spec.sequence_of && spec.resume_after) {
+      return absl::InvalidArgumentError(
+          "StreamSpec.resume_after is set but sequence_of is empty");
+    }
+    auto core = Core::Create(target.source(), std::move(spec.attempt_factory),
+                             std::move(spec.request),
+                             std::move(spec.sequence_of),
+                             std::move(spec.resume_after),
+                             spec.initial_last_seq, std::move(options),
+                             std::move(on_message), std::move(on_done));
+    if (!core.ok()) return core.status();
+    (*core)->StartFirst();
+    return std::unique_ptr<ReconnectingStream>(
+        new ReconnectingStream(*std::move(core)));
+  }
+
+  std::shared_ptr<Core> core_;
+};
+
+}  // namespace tether
+
+#endif  // TETHER_RECONNECTING_STREAM_H_

@@ -1,0 +1,104 @@
+// Copyright 2026 The tether Authors. Licensed under the Apache License 2.0.
+#ifndef TETHER_STREAM_OPTIONS_H_
+#define TETHER_STREAM_OPTIONS_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "tether/backoff.h"
+#include "tether/classification.h"
+#include "tether/clock.h"
+#include "tether/observer.h"
+
+namespace tether {
+
+class CircuitBreaker;
+
+// What a stream does when sequence numbers skip (seq > last delivered + 1).
+enum class GapPolicy {
+  kDeliverAndReport,  // deliver, count it, tell the observer (default)
+  kFail,              // end the stream with DATA_LOSS; the message is not
+                      // delivered
+};
+
+// Options of one `ReconnectingStream`. Every field has a default; invalid
+// values make `ReconnectingStream::Start`/`Open` fail with INVALID_ARGUMENT
+// before anything starts. Nothing is clamped silently.
+struct ReconnectingStreamOptions {
+  // How long to wait between attempts that make no progress. A prototype:
+  // each stream clones it. Default (null): `ExponentialBackoff` with its
+  // default options (100 ms, x2, max 10 s, full jitter).
+  std::shared_ptr<const BackoffPolicy> backoff;
+
+  // After an attempt that delivered at least one new message, the next
+  // attempt starts at once, after a random delay in [0, this). Default 5 ms;
+  // >= 0 (0: no delay at all).
+  absl::Duration reopen_after_progress_jitter = absl::Milliseconds(5);
+
+  // Reopen budget: the stream ends (with the last attempt's status) after
+  // this many attempts in a row end without a new message. Default 20; >= 1.
+  int max_attempts_without_progress = 20;
+
+  // Reopen budget: the stream ends when this long passes without a new
+  // message while attempts keep failing. Default 2 min; > 0, or
+  // `absl::InfiniteDuration()` for no time bound (the attempt bound still
+  // holds). Both budgets reset when a new message is delivered.
+  absl::Duration max_time_without_progress = absl::Minutes(2);
+
+  // Default kDeliverAndReport.
+  GapPolicy gap_policy = GapPolicy::kDeliverAndReport;
+
+  // Maps an attempt's end to drain / transient / permanent / ok. Default
+  // (empty): `DefaultClassify`.
+  Classifier classifier;
+
+  // When the connection under a running attempt starts draining (GOAWAY,
+  // health NOT_SERVING), open the next attempt on another connection at once
+  // and cancel the old one when the new one delivers (make before break).
+  // Default true. When false, the stream moves only when its attempt ends.
+  bool migrate_on_drain = true;
+
+  // During a migration, the old attempt is cancelled when the new one
+  // delivers its first message, or this long after the new one started,
+  // whichever comes first (a quiet stream may deliver nothing for a long
+  // time). Default 2 s; > 0.
+  absl::Duration migration_handoff_timeout = absl::Seconds(2);
+
+  // Messages read ahead of the application before reading pauses (flow
+  // control). Default 32; >= 1.
+  std::size_t max_buffered_messages = 32;
+
+  // Receives every event. Default: none.
+  std::shared_ptr<StreamObserver> observer;
+
+  // Guards attempts (shared by every stream to one target). Default: none.
+  std::shared_ptr<CircuitBreaker> breaker;
+
+  // Time and timers. Default: `SystemClock()`. Tests pass a FakeClock.
+  std::shared_ptr<Clock> clock;
+
+  // Seed of the stream's random source (jitter). Default 0: seeded from
+  // entropy. Tests pass a fixed seed for repeatable delays.
+  std::uint64_t random_seed = 0;
+};
+
+// Counters of one stream, from `ReconnectingStream::stats()`.
+struct StreamStats {
+  std::uint64_t attempts = 0;             // attempts started
+  std::uint64_t migrations = 0;           // attempts started by a drain
+  std::uint64_t messages_delivered = 0;   // handed to the application
+  std::uint64_t duplicates_dropped = 0;   // seq <= last delivered
+  std::uint64_t gaps = 0;                 // seq > last delivered + 1
+  bool has_last_seq = false;
+  std::uint64_t last_delivered_seq = 0;   // valid when has_last_seq
+};
+
+// OK, or INVALID_ARGUMENT naming the first invalid field.
+absl::Status Validate(const ReconnectingStreamOptions& options);
+
+}  // namespace tether
+
+#endif  // TETHER_STREAM_OPTIONS_H_

@@ -1,0 +1,520 @@
+// Copyright 2026 The tether Authors. Licensed under the Apache License 2.0.
+#ifndef TETHER_TESTING_FAKE_TRANSPORT_H_
+#define TETHER_TESTING_FAKE_TRANSPORT_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/optional.h"
+#include "absl/time/time.h"
+#include "gtest/gtest.h"
+#include "tether/clock.h"
+#include "tether/transport.h"
+
+namespace tether {
+namespace testing {
+
+// A `ConnectionSource` whose connections exist only in the test.
+//
+// Connection ids start at 1. `Pick` returns the current connection until it
+// drains or becomes suspect; then the next pick opens a new id (one new
+// connection for any number of streams that move at once). The test drains a
+// connection with `Drain` (a GOAWAY, or health NOT_SERVING) and inspects what
+// the streams did: `picks()`, `suspects()`, `held(id)`.
+//
+// Thread safety: all methods may be called concurrently. Listeners are called
+// with no lock held.
+class FakeConnectionSource final : public ConnectionSource {
+ public:
+  absl::StatusOr<ConnectionPick> Pick(
+      std::weak_ptr<DrainListener> listener) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!fail_picks_.empty()) {
+      absl::Status s = fail_picks_.front();
+      fail_picks_.pop_front();
+      return s;
+    }
+    if (draining_.count(current_) || suspects_.count(current_)) {
+      current_ = ++last_id_;
+    }
+    picks_.push_back(current_);
+    holders_[current_].push_back(std::move(listener));
+    ConnectionPick pick;
+    pick.connection_id = current_;
+    return pick;
+  }
+
+  void Release(std::uint64_t connection_id,
+               const std::weak_ptr<DrainListener>& listener) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto& v = holders_[connection_id];
+    for (auto it = v.begin(); it != v.end(); ++it) {
+      if (!it->owner_before(listener) && !listener.owner_before(*it)) {
+        v.erase(it);
+        ++releases_;
+        return;
+      }
+    }
+    ADD_FAILURE() << "FakeConnectionSource: Release of connection "
+                  << connection_id << " without a matching Pick";
+  }
+
+  void ReportDrainEnd(std::uint64_t connection_id,
+                      const absl::Status& status) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    drain_reports_.push_back({connection_id, status});
+    if (!draining_.count(connection_id)) suspects_.insert(connection_id);
+  }
+
+  // --- Test side ----------------------------------------------------------
+
+  // Marks `connection_id` draining and tells every stream holding a pick on
+  // it, as a GOAWAY (or a health NOT_SERVING) would.
+  void Drain(std::uint64_t connection_id, absl::string_view why = "GOAWAY") {
+    std::vector<std::weak_ptr<DrainListener>> holders;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      draining_.insert(connection_id);
+      holders = holders_[connection_id];
+    }
+    for (auto& w : holders) {
+      if (auto l = w.lock()) l->OnConnectionDraining(connection_id, why);
+    }
+  }
+
+  // The next `Pick` fails with `status` (e.g. UNAVAILABLE "failed to
+  // connect"); queue several calls for several picks.
+  void FailNextPick(absl::Status status) {
+    std::lock_guard<std::mutex> lock(mu_);
+    fail_picks_.push_back(std::move(status));
+  }
+
+  // Connection ids of every successful pick, in order.
+  std::vector<std::uint64_t> picks() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return picks_;
+  }
+  // The connection the next `Pick` returns unless it is draining or suspect
+  // (then the next pick opens a new one).
+  std::uint64_t current() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return current_;
+  }
+  std::set<std::uint64_t> suspects() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return suspects_;
+  }
+  bool draining(std::uint64_t id) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return draining_.count(id) > 0;
+  }
+  // Picks on `connection_id` not yet released.
+  std::size_t held(std::uint64_t connection_id) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = holders_.find(connection_id);
+    return it == holders_.end() ? 0 : it->second.size();
+  }
+  std::size_t releases() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return releases_;
+  }
+  std::vector<std::pair<std::uint64_t, absl::Status>> drain_reports() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return drain_reports_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::uint64_t current_ = 1;
+  std::uint64_t last_id_ = 1;
+  std::vector<std::uint64_t> picks_;
+  std::map<std::uint64_t, std::vector<std::weak_ptr<DrainListener>>>
+      holders_;
+  std::set<std::uint64_t> draining_;
+  std::set<std::uint64_t> suspects_;
+  std::deque<absl::Status> fail_picks_;
+  std::vector<std::pair<std::uint64_t, absl::Status>> drain_reports_;
+  std::size_t releases_ = 0;
+};
+
+// The status gRPC gives an attempt that could not connect at all.
+inline absl::Status ConnectFailure() {
+  return absl::UnavailableError(
+      "failed to connect to all addresses; last error: UNAVAILABLE: "
+      "Connection refused (fake)");
+}
+
+// An `AttemptFactory` whose attempts the test drives, by hand or by script.
+//
+// Each attempt the stream starts becomes a `FakeAttempt`: the test sends it
+// messages (`Send`) and ends it (`Finish`), and reads what the stream asked
+// for (`request()`, `connection_id()`, `cancelled()`). A `Script` queued with
+// `Expect` runs as soon as its attempt starts. Flow control is honoured: a
+// message sent while the stream is not reading waits for `Resume`, and the
+// final status waits for every queued message, as in gRPC. Cancelling ends
+// the attempt at once with CANCELLED. Sequences gRPC never produces (a
+// message or a second status after the final status, a GOAWAY with no
+// connection source to send it) fail the test with a message saying so.
+//
+// Given a clock (the same `FakeClock` the stream uses), each attempt records
+// when it started and ended, so a test can check backoff from the outside.
+//
+// Thread safety: all methods may be called concurrently; stream callbacks
+// run on the thread that called `Send`/`Finish`/`Resume`/`Cancel`, without a
+// lock held.
+//
+//   auto source = std::make_shared<FakeConnectionSource>();
+//   auto transport = std::make_shared<FakeTransport<Req, Resp>>(source, clock);
+//   transport->Expect(FakeTransport<Req, Resp>::Script()
+//                         .Messages({M(1), M(2)})
+//                         .GoawayAfter(2)
+//                         .Finish(absl::UnavailableError("bye")));
+//   spec.attempt_factory = transport;  // then start the stream on `source`
+template <class Request, class Response>
+class FakeTransport final : public AttemptFactory<Request, Response> {
+ public:
+  // What one attempt does once started: its messages, in order, then its
+  // final status. A plain struct (`{{M(1), M(2)}, {}, status}`) or built
+  // step by step:
+  //
+  //   Script().Messages({M(1), M(2)}).GoawayAfter(1).Finish(status)
+  //   Script().ConnectFails()          // no message, "failed to connect"
+  //   Script().Message(M(1)).NotServingAfter(1)  // health check drains it
+  struct Script {
+    std::vector<Response> messages;
+    // Drains the attempt's connection (through `source`) after this many
+    // messages: a GOAWAY in the middle of the stream. Needs a transport
+    // built with a `FakeConnectionSource`.
+    absl::optional<std::size_t> drain_after;
+    // The final status after the messages; none: the attempt stays open.
+    absl::optional<absl::Status> finish;
+    // The reason the drain gives its listeners. Default "GOAWAY".
+    std::string drain_why = "GOAWAY";
+
+    // Appends one message.
+    Script& Message(Response m) & {
+      messages.push_back(std::move(m));
+      return *this;
+    }
+    Script&& Message(Response m) && { return std::move(Message(std::move(m))); }
+    // Appends messages.
+    Script& Messages(std::vector<Response> ms) & {
+      for (auto& m : ms) messages.push_back(std::move(m));
+      return *this;
+    }
+    Script&& Messages(std::vector<Response> ms) && {
+      return std::move(Messages(std::move(ms)));
+    }
+    // A GOAWAY on the attempt's connection after `n` messages (0: before the
+    // first). The attempt itself runs on until its final status.
+    Script& GoawayAfter(std::size_t n) & {
+      drain_after = n;
+      drain_why = "GOAWAY";
+      return *this;
+    }
+    Script&& GoawayAfter(std::size_t n) && {
+      return std::move(GoawayAfter(n));
+    }
+    // The connection's health watch says NOT_SERVING after `n` messages.
+    Script& NotServingAfter(std::size_t n) & {
+      drain_after = n;
+      drain_why = "health NOT_SERVING";
+      return *this;
+    }
+    Script&& NotServingAfter(std::size_t n) && {
+      return std::move(NotServingAfter(n));
+    }
+    // The final status, after the messages.
+    Script& Finish(absl::Status status) & {
+      finish = std::move(status);
+      return *this;
+    }
+    Script&& Finish(absl::Status status) && {
+      return std::move(Finish(std::move(status)));
+    }
+    // The call fails as gRPC fails a call that cannot connect: no message,
+    // UNAVAILABLE `ConnectFailure()`.
+    Script& ConnectFails() & { return Finish(ConnectFailure()); }
+    Script&& ConnectFails() && { return std::move(ConnectFails()); }
+  };
+
+  class FakeAttempt final : public Attempt {
+   public:
+    // Test side.
+    void Send(Response response) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        // A server may still write after the client cancelled; the client
+        // never sees it.
+        if (cancelled_) return;
+        if (finished_ || done_) {
+          ADD_FAILURE() << "FakeAttempt " << index_ << " (connection "
+                        << connection_id_
+                        << "): Send() after the final status ("
+                        << finish_.ToString()
+                        << "); gRPC never delivers a message after a call's "
+                           "final status. Send every message before Finish.";
+          return;
+        }
+        queue_.push_back(std::move(response));
+      }
+      Pump();
+    }
+    void Finish(absl::Status status) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (finished_ || done_) {
+          if (!cancelled_) {
+            ADD_FAILURE() << "FakeAttempt " << index_ << " (connection "
+                          << connection_id_ << "): a second final status ("
+                          << status.ToString() << ") after "
+                          << finish_.ToString()
+                          << "; a gRPC call ends exactly once.";
+          }
+          return;
+        }
+        finished_ = true;
+        finish_ = std::move(status);
+      }
+      Pump();
+    }
+    const Request& request() const { return request_; }
+    std::uint64_t connection_id() const { return connection_id_; }
+    std::size_t index() const { return index_; }
+    bool cancelled() const {
+      std::lock_guard<std::mutex> lock(mu_);
+      return cancelled_;
+    }
+    bool done() const {
+      std::lock_guard<std::mutex> lock(mu_);
+      return done_;
+    }
+    // Messages handed to the stream so far.
+    std::size_t delivered() const {
+      std::lock_guard<std::mutex> lock(mu_);
+      return delivered_;
+    }
+    // True while the stream is not reading (flow control).
+    bool paused() const {
+      std::lock_guard<std::mutex> lock(mu_);
+      return !reading_;
+    }
+    // When the stream started this attempt, on the transport's clock
+    // (InfinitePast when the transport has none).
+    absl::Time started_at() const { return started_at_; }
+    // When the stream was told the attempt ended (InfinitePast while it runs
+    // or when the transport has no clock).
+    absl::Time ended_at() const {
+      std::lock_guard<std::mutex> lock(mu_);
+      return ended_at_;
+    }
+    // The status the stream was given in `OnDone`; nullopt while it runs.
+    absl::optional<absl::Status> end_status() const {
+      std::lock_guard<std::mutex> lock(mu_);
+      return end_status_;
+    }
+
+    // Stream side (`Attempt`).
+    void Resume() override {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        reading_ = true;
+      }
+      Pump();
+    }
+    void Cancel() override {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (done_) return;
+        cancelled_ = true;
+      }
+      Pump();
+    }
+
+    FakeAttempt(std::size_t index, std::uint64_t connection_id,
+                Request request,
+                std::shared_ptr<AttemptListener<Response>> listener,
+                std::shared_ptr<Clock> clock = nullptr)
+        : index_(index),
+          connection_id_(connection_id),
+          request_(std::move(request)),
+          clock_(std::move(clock)),
+          started_at_(clock_ ? clock_->Now() : absl::InfinitePast()),
+          listener_(std::move(listener)) {}
+
+   private:
+    // Delivers what may be delivered now; one thread at a time, re-entrant
+    // calls leave their work to the running loop.
+    void Pump() {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (pumping_) return;
+      pumping_ = true;
+      for (;;) {
+        if (done_) break;
+        if (cancelled_ || (finished_ && queue_.empty())) {
+          absl::Status status =
+              cancelled_ ? absl::CancelledError("cancelled by the client")
+                         : finish_;
+          queue_.clear();
+          done_ = true;
+          end_status_ = status;
+          if (clock_) ended_at_ = clock_->Now();
+          auto listener = std::move(listener_);
+          lock.unlock();
+          listener->OnDone(status);
+          listener.reset();
+          lock.lock();
+          break;
+        }
+        if (reading_ && !queue_.empty()) {
+          Response r = std::move(queue_.front());
+          queue_.pop_front();
+          ++delivered_;
+          reading_ = false;
+          lock.unlock();
+          bool more = listener_->OnMessage(std::move(r));
+          lock.lock();
+          if (more) reading_ = true;
+          continue;
+        }
+        break;
+      }
+      pumping_ = false;
+    }
+
+    const std::size_t index_;
+    const std::uint64_t connection_id_;
+    const Request request_;
+    const std::shared_ptr<Clock> clock_;
+    const absl::Time started_at_;
+    mutable std::mutex mu_;
+    std::shared_ptr<AttemptListener<Response>> listener_;
+    std::deque<Response> queue_;
+    bool reading_ = true;
+    bool pumping_ = false;
+    bool finished_ = false;
+    bool cancelled_ = false;
+    bool done_ = false;
+    absl::Status finish_;
+    std::size_t delivered_ = 0;
+    absl::Time ended_at_ = absl::InfinitePast();
+    absl::optional<absl::Status> end_status_;
+  };
+
+  // `source` (optional) performs a script's `drain_after`. `clock`
+  // (optional, normally the stream's `FakeClock`) timestamps attempts.
+  explicit FakeTransport(std::shared_ptr<FakeConnectionSource> source = nullptr,
+                         std::shared_ptr<Clock> clock = nullptr)
+      : source_(std::move(source)), clock_(std::move(clock)) {}
+
+  // The next attempt without a script of its own runs `script`.
+  void Expect(Script script) {
+    std::lock_guard<std::mutex> lock(mu_);
+    scripts_.push_back(std::move(script));
+  }
+
+  std::size_t attempt_count() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return attempts_.size();
+  }
+  // Attempt `i` (0-based), or null when fewer have started.
+  std::shared_ptr<FakeAttempt> attempt(std::size_t i) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return i < attempts_.size() ? attempts_[i] : nullptr;
+  }
+  std::shared_ptr<FakeAttempt> last_attempt() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return attempts_.empty() ? nullptr : attempts_.back();
+  }
+  // The request of every attempt, in order (check resume positions with
+  // `RequestResumedAfter` from tether/testing/matchers.h).
+  std::vector<Request> requests() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<Request> out;
+    for (const auto& a : attempts_) out.push_back(a->request());
+    return out;
+  }
+  // The connection every attempt ran on, in order.
+  std::vector<std::uint64_t> connection_ids() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<std::uint64_t> out;
+    for (const auto& a : attempts_) out.push_back(a->connection_id());
+    return out;
+  }
+  // When every attempt started, in order (needs a clock).
+  std::vector<absl::Time> start_times() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<absl::Time> out;
+    for (const auto& a : attempts_) out.push_back(a->started_at());
+    return out;
+  }
+  // Scripts queued with `Expect` that no attempt has run yet.
+  std::size_t pending_scripts() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return scripts_.size();
+  }
+
+  std::shared_ptr<Attempt> Start(
+      const ConnectionPick& connection, const Request& request,
+      std::shared_ptr<AttemptListener<Response>> listener) override {
+    absl::optional<Script> script;
+    std::shared_ptr<FakeAttempt> a;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      a = std::make_shared<FakeAttempt>(attempts_.size(),
+                                        connection.connection_id, request,
+                                        std::move(listener), clock_);
+      attempts_.push_back(a);
+      if (!scripts_.empty()) {
+        script = std::move(scripts_.front());
+        scripts_.pop_front();
+      }
+    }
+    if (script) Run(*a, *std::move(script));
+    return a;
+  }
+
+ private:
+  void Run(FakeAttempt& a, Script script) {
+    if (script.drain_after && !source_) {
+      ADD_FAILURE() << "FakeTransport: the script of attempt " << a.index()
+                    << " drains its connection (" << script.drain_why
+                    << ") after message " << *script.drain_after
+                    << ", but the transport has no FakeConnectionSource to "
+                       "drain; construct it as FakeTransport(source)";
+    }
+    for (std::size_t i = 0; i < script.messages.size(); ++i) {
+      if (script.drain_after && *script.drain_after == i && source_) {
+        source_->Drain(a.connection_id(), script.drain_why);
+      }
+      a.Send(std::move(script.messages[i]));
+    }
+    if (script.drain_after && *script.drain_after >= script.messages.size() &&
+        source_) {
+      source_->Drain(a.connection_id(), script.drain_why);
+    }
+    if (script.finish) a.Finish(*script.finish);
+  }
+
+  const std::shared_ptr<FakeConnectionSource> source_;
+  const std::shared_ptr<Clock> clock_;
+  mutable std::mutex mu_;
+  std::deque<Script> scripts_;
+  std::vector<std::shared_ptr<FakeAttempt>> attempts_;
+};
+
+}  // namespace testing
+}  // namespace tether
+
+#endif  // TETHER_TESTING_FAKE_TRANSPORT_H_

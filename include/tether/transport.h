@@ -1,0 +1,115 @@
+// Copyright 2026 The tether Authors. Licensed under the Apache License 2.0.
+//
+// The seams between a stream's state machine and gRPC. Production code never
+// needs these types directly: `ReconnectingStream` wires gRPC's callback API
+// and a `ConnectionPool` (or a single channel) behind them. They are public so
+// that `tether::tether_mocks` (and you) can replace gRPC with scripted fakes.
+#ifndef TETHER_TRANSPORT_H_
+#define TETHER_TRANSPORT_H_
+
+#include <cstdint>
+#include <memory>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace grpc {
+class Channel;
+}  // namespace grpc
+
+namespace tether {
+
+// One connection an attempt runs on.
+struct ConnectionPick {
+  // Unique per source, never 0.
+  std::uint64_t connection_id = 0;
+  // The channel to start the call on; null for fakes that need none.
+  std::shared_ptr<grpc::Channel> channel;
+};
+
+// Hands out connections to streams and tells them when one goes away.
+//
+// Thread safety: all methods may be called concurrently from any thread.
+// Implementations must never call a `DrainListener` while holding a lock that
+// `Pick`, `Release` or `ReportDrainEnd` take: a stream calls those under its
+// own lock, and is called back under none.
+class ConnectionSource {
+ public:
+  // Told when a connection it holds a pick on starts draining.
+  class DrainListener {
+   public:
+    virtual ~DrainListener() = default;
+    virtual void OnConnectionDraining(std::uint64_t connection_id,
+                                      absl::string_view why) = 0;
+  };
+
+  virtual ~ConnectionSource() = default;
+
+  // Picks a connection for a new attempt: one that is READY and not draining
+  // when there is one, else a new or connecting one. Every successful pick is
+  // paired with one `Release`. `listener` is held weakly and is told if the
+  // picked connection starts draining while the pick is held.
+  virtual absl::StatusOr<ConnectionPick> Pick(
+      std::weak_ptr<DrainListener> listener) = 0;
+
+  // The attempt that picked `connection_id` for `listener` has ended.
+  virtual void Release(std::uint64_t connection_id,
+                       const std::weak_ptr<DrainListener>& listener) = 0;
+
+  // An attempt on `connection_id` ended with a drain-class status (UNAVAILABLE,
+  // or CANCELLED not by the client) that the source had not announced. If the
+  // connection still looks READY it is suspect: the source must not pick it
+  // again.
+  virtual void ReportDrainEnd(std::uint64_t connection_id,
+                              const absl::Status& status) = 0;
+};
+
+// A source with exactly one channel: every pick is that channel (id 1). It
+// never announces a drain. Use a `ConnectionPool` for drain awareness.
+std::shared_ptr<ConnectionSource> SingleChannelSource(
+    std::shared_ptr<grpc::Channel> channel);
+
+// One running attempt (one gRPC call), as the stream sees it.
+//
+// Thread safety: both methods may be called from any thread, concurrently
+// with the attempt's listener callbacks, and after the attempt has ended (then
+// they do nothing).
+class Attempt {
+ public:
+  virtual ~Attempt() = default;
+  // Continues reading after `AttemptListener::OnMessage` returned false.
+  virtual void Resume() = 0;
+  // Cancels the call. `OnDone` still follows, exactly once.
+  virtual void Cancel() = 0;
+};
+
+// Receives one attempt's messages and its end.
+//
+// The attempt calls `OnMessage` for each message, one at a time, never
+// concurrently with another call for the same attempt, and `OnDone` exactly
+// once, last.
+template <class Response>
+class AttemptListener {
+ public:
+  virtual ~AttemptListener() = default;
+  // Returns true to keep reading; false pauses the attempt until `Resume`.
+  virtual bool OnMessage(Response&& response) = 0;
+  virtual void OnDone(const absl::Status& status) = 0;
+};
+
+// Starts attempts. The production factory calls the user's generated stub.
+template <class Request, class Response>
+class AttemptFactory {
+ public:
+  virtual ~AttemptFactory() = default;
+  // Starts one call on `connection` with `request`. Callbacks to `listener`
+  // may begin before this returns, on this or another thread.
+  virtual std::shared_ptr<Attempt> Start(
+      const ConnectionPick& connection, const Request& request,
+      std::shared_ptr<AttemptListener<Response>> listener) = 0;
+};
+
+}  // namespace tether
+
+#endif  // TETHER_TRANSPORT_H_

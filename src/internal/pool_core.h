@@ -1,0 +1,155 @@
+// Copyright 2026 The tether Authors. Licensed under the Apache License 2.0.
+//
+// The decision logic of `tether::ConnectionPool`, with gRPC behind a seam.
+//
+// `PoolCore` decides which connection a pick gets, when to open one, when a
+// connection is draining or suspect, when to retire it, and whom to tell. It
+// never touches gRPC: it opens connections through a `ConnectionDriver` and
+// learns their state from `PoolCore::OnLinkState` / `OnLinkHealth`. The
+// production driver (pool_grpc_driver.h) wraps one `grpc::Channel` per
+// connection; unit tests pass a fake driver and call the `On*` methods
+// themselves.
+#ifndef TETHER_SRC_INTERNAL_POOL_CORE_H_
+#define TETHER_SRC_INTERNAL_POOL_CORE_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "tether/clock.h"
+#include "tether/connection_pool.h"
+#include "tether/transport.h"
+
+namespace tether {
+namespace internal {
+
+// A connection's transport state, as gRPC's connectivity states.
+enum class LinkState { kIdle, kConnecting, kReady, kTransientFailure, kShutdown };
+
+absl::string_view LinkStateName(LinkState s);
+
+// One open connection, as the driver hands it to the core.
+//
+// Thread safety: `Close` may be called from any thread, once; it must not call
+// back into the core synchronously.
+class Link {
+ public:
+  virtual ~Link() = default;
+  // The channel picks run on; may be null for fakes.
+  virtual std::shared_ptr<grpc::Channel> channel() = 0;
+  // Stops watching the connection and lets its channel go. No `On*` report
+  // for this connection is acted on after this (the core ignores late ones).
+  virtual void Close() = 0;
+};
+
+// Opens connections. The core calls `Open` with its own lock held, so `Open`
+// must not call back into the core synchronously; it reports later state
+// changes through `PoolCore::OnLinkState` from another thread (or, in tests,
+// from the test body).
+class ConnectionDriver {
+ public:
+  virtual ~ConnectionDriver() = default;
+  // Opens connection `id` to `address`; its initial state is `kIdle` unless a
+  // report says otherwise. Never returns null.
+  virtual std::shared_ptr<Link> Open(std::uint64_t id,
+                                     const std::string& address) = 0;
+};
+
+// The pool's logic. See `tether::ConnectionPool` for the contract; this class
+// implements it for any driver.
+//
+// Thread safety: every method may be called concurrently from any thread.
+// Listeners and the observer are called with no core lock held.
+class PoolCore final : public ConnectionSource,
+                       public std::enable_shared_from_this<PoolCore> {
+ public:
+  // `options` must be valid. `driver` must outlive the core's `Shutdown()`.
+  static std::shared_ptr<PoolCore> Create(const ConnectionPoolOptions& options,
+                                          ConnectionDriver* driver);
+
+  // Opens the first connection of each group (one per address, or one for
+  // the target). Separate from `Create` so that the driver can be wired to
+  // the core first.
+  void Start();
+
+  absl::StatusOr<ConnectionPick> Pick(
+      std::weak_ptr<DrainListener> listener) override;
+  void Release(std::uint64_t connection_id,
+               const std::weak_ptr<DrainListener>& listener) override;
+  void ReportDrainEnd(std::uint64_t connection_id,
+                      const absl::Status& status) override;
+
+  // The driver's reports. Unknown or retired ids are ignored.
+  void OnLinkState(std::uint64_t connection_id, LinkState state);
+  // A health watch said SERVING (true) or NOT_SERVING (false).
+  void OnLinkHealth(std::uint64_t connection_id, bool serving);
+
+  ConnectionPoolStats Stats();
+
+  // Closes every connection and cancels timers; later picks fail with
+  // UNAVAILABLE "pool shut down". Listeners are not told. Idempotent.
+  void Shutdown();
+
+  // Whether connection `id` is open, for tests.
+  bool IsOpen(std::uint64_t id);
+
+ private:
+  struct Holder {
+    std::weak_ptr<DrainListener> listener;
+    bool told = false;
+  };
+  struct Conn {
+    std::uint64_t id = 0;
+    std::size_t group = 0;
+    std::shared_ptr<Link> link;
+    LinkState state = LinkState::kIdle;
+    bool was_ready = false;
+    bool draining = false;
+    bool suspect = false;
+    std::vector<Holder> holders;  // one entry per pick held
+    Clock::TimerId idle_timer = 0;
+    bool Live() const { return !draining && !suspect; }
+  };
+  // Work collected under the lock and done after it is released.
+  struct Deferred {
+    std::vector<std::function<void()>> calls;
+    std::vector<std::shared_ptr<Link>> to_close;
+    std::vector<Clock::TimerId> to_cancel;
+  };
+
+  PoolCore(const ConnectionPoolOptions& options, ConnectionDriver* driver);
+
+  void Run(Deferred& d);
+  Conn* OpenLocked(std::size_t group, Deferred& d);
+  void EnsureGroupsLocked(Deferred& d);
+  void MarkDrainingLocked(Conn& c, std::string why, Deferred& d);
+  void RetireLocked(std::uint64_t id, Deferred& d);
+  void MaybeRetireOrArmLocked(Conn& c, Deferred& d);
+  void OnIdleTimer(std::uint64_t id, Clock::TimerId timer);
+  std::size_t GroupCountLocked(std::size_t group, bool live_only) const;
+
+  const ConnectionPoolOptions options_;
+  ConnectionDriver* const driver_;
+  std::vector<std::string> groups_;  // the target, or each address
+  std::shared_ptr<Clock> clock_;
+  std::shared_ptr<ConnectionObserver> observer_;
+
+  std::mutex mu_;
+  bool shut_down_ = false;
+  std::uint64_t next_id_ = 1;
+  std::uint64_t total_opened_ = 0;
+  std::map<std::uint64_t, Conn> conns_;
+};
+
+}  // namespace internal
+}  // namespace tether
+
+#endif  // TETHER_SRC_INTERNAL_POOL_CORE_H_

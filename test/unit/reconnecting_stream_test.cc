@@ -1,0 +1,583 @@
+// Copyright 2026 The tether Authors. Licensed under the Apache License 2.0.
+// Logic tests of ReconnectingStream: fake attempts, fake connections, a fake
+// clock. Nothing here opens a socket or sleeps.
+#include "tether/reconnecting_stream.h"
+
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tether/testing/fake_clock.h"
+#include "tether/testing/fake_transport.h"
+
+namespace tether {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+struct Req {
+  std::string key;
+  std::uint64_t after = 0;
+};
+struct Resp {
+  std::uint64_t seq = 0;  // 0 = no sequence
+  std::string body;
+};
+
+Resp M(std::uint64_t seq) { return Resp{seq, "m" + std::to_string(seq)}; }
+
+using Stream = ReconnectingStream<Req, Resp>;
+using Transport = testing::FakeTransport<Req, Resp>;
+
+class RecordingObserver : public StreamObserver {
+ public:
+  void OnAttemptStarted(const AttemptInfo& info) override {
+    std::lock_guard<std::mutex> l(mu);
+    started.push_back(info);
+  }
+  void OnAttemptEnded(const AttemptInfo&, const absl::Status& s, EndClass c,
+                      bool by_client) override {
+    std::lock_guard<std::mutex> l(mu);
+    ended.push_back({s.code(), c});
+    if (by_client) ++ended_by_client;
+  }
+  void OnDuplicateDropped(std::uint64_t seq, std::uint64_t) override {
+    std::lock_guard<std::mutex> l(mu);
+    duplicates.push_back(seq);
+  }
+  void OnGap(std::uint64_t expected, std::uint64_t got) override {
+    std::lock_guard<std::mutex> l(mu);
+    gaps.push_back({expected, got});
+  }
+  void OnBackoff(absl::Duration d, const absl::Status&) override {
+    std::lock_guard<std::mutex> l(mu);
+    backoffs.push_back(d);
+  }
+  void OnGaveUp(const absl::Status&) override {
+    std::lock_guard<std::mutex> l(mu);
+    ++gave_up;
+  }
+  std::mutex mu;
+  std::vector<AttemptInfo> started;
+  std::vector<std::pair<absl::StatusCode, EndClass>> ended;
+  int ended_by_client = 0;
+  std::vector<std::uint64_t> duplicates;
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> gaps;
+  std::vector<absl::Duration> backoffs;
+  int gave_up = 0;
+};
+
+class StreamTest : public ::testing::Test {
+ protected:
+  StreamTest()
+      : clock_(std::make_shared<testing::FakeClock>()),
+        source_(std::make_shared<testing::FakeConnectionSource>()),
+        transport_(std::make_shared<Transport>(source_)),
+        observer_(std::make_shared<RecordingObserver>()) {
+    options_.clock = clock_;
+    options_.observer = observer_;
+    options_.random_seed = 42;
+    options_.reopen_after_progress_jitter = absl::ZeroDuration();
+  }
+
+  Stream::Spec Spec() {
+    Stream::Spec spec;
+    spec.request = Req{"k", 0};
+    spec.attempt_factory = transport_;
+    spec.sequence_of = [](const Resp& r) -> absl::optional<std::uint64_t> {
+      if (r.seq == 0) return absl::nullopt;
+      return r.seq;
+    };
+    spec.resume_after = [](Req& r, std::uint64_t seq) { r.after = seq; };
+    return spec;
+  }
+
+  std::unique_ptr<Stream> StartStream(Stream::Spec spec) {
+    auto s = Stream::Start(
+        source_, std::move(spec), options_,
+        [this](Resp&& r) {
+          std::lock_guard<std::mutex> l(mu_);
+          got_.push_back(r.seq);
+        },
+        [this](const absl::Status& s) {
+          std::lock_guard<std::mutex> l(mu_);
+          done_.push_back(s);
+        });
+    EXPECT_TRUE(s.ok()) << s.status();
+    return s.ok() ? *std::move(s) : nullptr;
+  }
+  std::unique_ptr<Stream> StartStream() { return StartStream(Spec()); }
+
+  std::vector<std::uint64_t> got() {
+    std::lock_guard<std::mutex> l(mu_);
+    return got_;
+  }
+  std::vector<absl::Status> done() {
+    std::lock_guard<std::mutex> l(mu_);
+    return done_;
+  }
+
+  std::shared_ptr<testing::FakeClock> clock_;
+  std::shared_ptr<testing::FakeConnectionSource> source_;
+  std::shared_ptr<Transport> transport_;
+  std::shared_ptr<RecordingObserver> observer_;
+  ReconnectingStreamOptions options_;
+  std::mutex mu_;
+  std::vector<std::uint64_t> got_;
+  std::vector<absl::Status> done_;
+};
+
+TEST_F(StreamTest, ReopenResumesAfterLastDeliveredSeq) {
+  transport_->Expect({{M(1), M(2), M(3)}, {}, absl::UnavailableError("bye")});
+  auto stream = StartStream();
+  ASSERT_EQ(transport_->attempt_count(), 1u);
+  EXPECT_EQ(transport_->attempt(0)->request().after, 0u);
+  clock_->RunDue();  // reopen after progress: no backoff
+  ASSERT_EQ(transport_->attempt_count(), 2u);
+  EXPECT_EQ(transport_->attempt(1)->request().after, 3u);
+  transport_->attempt(1)->Send(M(4));
+  EXPECT_THAT(got(), ElementsAre(1, 2, 3, 4));
+  EXPECT_TRUE(done().empty());
+  ASSERT_EQ(observer_->started.size(), 2u);
+  EXPECT_TRUE(observer_->started[1].resumed);
+  EXPECT_EQ(observer_->started[1].resume_after_seq, 3u);
+  EXPECT_EQ(observer_->started[1].reason, AttemptReason::kReopen);
+}
+
+TEST_F(StreamTest, DuplicatesAreDroppedAndCounted) {
+  transport_->Expect({{M(1), M(2), M(3)}, {}, absl::UnavailableError("bye")});
+  auto stream = StartStream();
+  clock_->RunDue();
+  auto second = transport_->attempt(1);
+  ASSERT_NE(second, nullptr);
+  // A server that resumes too early repeats 2 and 3.
+  second->Send(M(2));
+  second->Send(M(3));
+  second->Send(M(4));
+  EXPECT_THAT(got(), ElementsAre(1, 2, 3, 4));
+  EXPECT_EQ(stream->stats().duplicates_dropped, 2u);
+  EXPECT_THAT(observer_->duplicates, ElementsAre(2, 3));
+}
+
+TEST_F(StreamTest, GapIsDeliveredAndReportedByDefault) {
+  transport_->Expect({{M(1), M(2), M(5), M(6)}, {}, {}});
+  auto stream = StartStream();
+  EXPECT_THAT(got(), ElementsAre(1, 2, 5, 6));
+  EXPECT_EQ(stream->stats().gaps, 1u);
+  ASSERT_EQ(observer_->gaps.size(), 1u);
+  EXPECT_EQ(observer_->gaps[0].first, 3u);
+  EXPECT_EQ(observer_->gaps[0].second, 5u);
+  EXPECT_TRUE(done().empty());
+}
+
+TEST_F(StreamTest, GapEndsStreamWithDataLossWhenAsked) {
+  options_.gap_policy = GapPolicy::kFail;
+  transport_->Expect({{M(1), M(2), M(5), M(6)}, {}, {}});
+  auto stream = StartStream();
+  EXPECT_THAT(got(), ElementsAre(1, 2));
+  ASSERT_EQ(done().size(), 1u);
+  EXPECT_EQ(done()[0].code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(std::string(done()[0].message()), HasSubstr("expected seq 3"));
+  EXPECT_TRUE(transport_->attempt(0)->cancelled());
+  EXPECT_EQ(transport_->attempt_count(), 1u);
+}
+
+TEST_F(StreamTest, PermanentErrorEndsStreamOnceWithoutRetry) {
+  transport_->Expect({{M(1)}, {}, absl::NotFoundError("no such key")});
+  auto stream = StartStream();
+  clock_->AdvanceBy(absl::Minutes(10));
+  EXPECT_EQ(transport_->attempt_count(), 1u);
+  ASSERT_EQ(done().size(), 1u);
+  EXPECT_EQ(done()[0].code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(done()[0].message(), "no such key");
+  EXPECT_THAT(got(), ElementsAre(1));
+}
+
+TEST_F(StreamTest, OkFromServerEndsStreamOk) {
+  transport_->Expect({{M(1), M(2)}, {}, absl::OkStatus()});
+  auto stream = StartStream();
+  clock_->AdvanceBy(absl::Minutes(1));
+  ASSERT_EQ(done().size(), 1u);
+  EXPECT_TRUE(done()[0].ok());
+  EXPECT_EQ(transport_->attempt_count(), 1u);
+}
+
+TEST_F(StreamTest, AttemptBudgetEndsStreamWithLastStatus) {
+  options_.max_attempts_without_progress = 3;
+  for (int i = 0; i < 5; ++i) {
+    transport_->Expect({{}, {}, absl::ResourceExhaustedError("busy")});
+  }
+  auto stream = StartStream();
+  while (clock_->AdvanceToNextTimer()) {
+  }
+  EXPECT_EQ(transport_->attempt_count(), 3u);
+  ASSERT_EQ(done().size(), 1u);
+  EXPECT_EQ(done()[0].code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(done()[0].message()), HasSubstr("gave up after 3"));
+  EXPECT_EQ(observer_->gave_up, 1);
+}
+
+TEST_F(StreamTest, ProgressResetsTheBudget) {
+  options_.max_attempts_without_progress = 3;
+  // Two failures, one success with progress, two more failures: 5 attempts
+  // in all, never 3 in a row without progress.
+  transport_->Expect({{}, {}, absl::AbortedError("a")});
+  transport_->Expect({{}, {}, absl::AbortedError("b")});
+  transport_->Expect({{M(1)}, {}, absl::AbortedError("c")});
+  transport_->Expect({{}, {}, absl::AbortedError("d")});
+  transport_->Expect({{}, {}, absl::AbortedError("e")});
+  transport_->Expect({{M(2)}, {}, {}});
+  auto stream = StartStream();
+  for (int i = 0; i < 20 && transport_->attempt_count() < 6; ++i) {
+    clock_->AdvanceToNextTimer();
+  }
+  EXPECT_EQ(transport_->attempt_count(), 6u);
+  EXPECT_TRUE(done().empty());
+  EXPECT_THAT(got(), ElementsAre(1, 2));
+}
+
+TEST_F(StreamTest, TimeBudgetEndsStream) {
+  options_.max_attempts_without_progress = 1000;
+  options_.max_time_without_progress = absl::Seconds(30);
+  for (int i = 0; i < 1000; ++i) {
+    transport_->Expect({{}, {}, absl::InternalError("flaky")});
+  }
+  absl::Time start = clock_->Now();
+  auto stream = StartStream();
+  while (done().empty() && clock_->AdvanceToNextTimer()) {
+  }
+  ASSERT_EQ(done().size(), 1u);
+  EXPECT_EQ(done()[0].code(), absl::StatusCode::kInternal);
+  EXPECT_LE(clock_->Now() - start, absl::Seconds(30));
+  EXPECT_GE(clock_->Now() - start, absl::Seconds(20));
+}
+
+TEST_F(StreamTest, BackoffDelaysFollowThePolicyUnderAFixedSeed) {
+  ExponentialBackoffOptions b;
+  b.initial_delay = absl::Milliseconds(100);
+  b.max_delay = absl::Seconds(1);
+  b.multiplier = 2;
+  b.jitter = Jitter::kFull;
+  options_.backoff = *ExponentialBackoff::Create(b);
+  options_.random_seed = 7;
+  for (int i = 0; i < 6; ++i) {
+    transport_->Expect({{}, {}, absl::UnavailableError("down")});
+  }
+  auto stream = StartStream();
+  for (int i = 0; i < 5; ++i) clock_->AdvanceToNextTimer();
+  // The same policy and the same seed give the same delays.
+  auto expected_policy = *ExponentialBackoff::Create(b);
+  std::mt19937_64 gen(7);
+  std::vector<absl::Duration> expected;
+  for (int i = 0; i < 5; ++i) {
+    expected.push_back(expected_policy->OnFailure(absl::BitGenRef(gen)));
+  }
+  ASSERT_GE(observer_->backoffs.size(), 5u);
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(observer_->backoffs[i], expected[i]) << i;
+    // Full jitter: below the un-jittered cap of this step.
+    EXPECT_LT(observer_->backoffs[i],
+              std::min(absl::Seconds(1), absl::Milliseconds(100) * (1 << i)));
+  }
+}
+
+TEST_F(StreamTest, CancelDuringBackoffEndsPromptlyWithCancelled) {
+  transport_->Expect({{}, {}, absl::UnavailableError("down")});
+  auto stream = StartStream();
+  ASSERT_EQ(clock_->PendingTimers(), 1u);  // the backoff wait
+  stream->Cancel();
+  ASSERT_EQ(done().size(), 1u);
+  EXPECT_EQ(done()[0].code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(clock_->PendingTimers(), 0u);
+  clock_->AdvanceBy(absl::Minutes(5));
+  EXPECT_EQ(transport_->attempt_count(), 1u);
+  stream->Cancel();  // idempotent
+  EXPECT_EQ(done().size(), 1u);
+}
+
+TEST_F(StreamTest, CancelWhileStreamingCancelsTheAttempt) {
+  auto stream = StartStream();
+  auto a = transport_->attempt(0);
+  a->Send(M(1));
+  stream->Cancel();
+  EXPECT_TRUE(a->cancelled());
+  ASSERT_EQ(done().size(), 1u);
+  EXPECT_EQ(done()[0].code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(observer_->ended_by_client, 1);
+}
+
+TEST_F(StreamTest, DestroyWithAttemptInFlightIsSafeAndSilent) {
+  auto stream = StartStream();
+  auto a = transport_->attempt(0);
+  a->Send(M(1));
+  stream.reset();
+  // The call is cancelled; nothing reaches the app afterwards.
+  EXPECT_TRUE(a->cancelled());
+  EXPECT_TRUE(a->done());
+  EXPECT_THAT(got(), ElementsAre(1));
+  EXPECT_TRUE(done().empty());
+  clock_->AdvanceBy(absl::Minutes(1));
+  EXPECT_EQ(transport_->attempt_count(), 1u);
+}
+
+TEST_F(StreamTest, DestroyFromInsideOnMessage) {
+  std::unique_ptr<Stream> stream;
+  int calls = 0;
+  auto s = Stream::Start(
+      source_, Spec(), options_,
+      [&](Resp&&) {
+        ++calls;
+        stream.reset();  // the last callback
+      },
+      [&](const absl::Status&) { ++calls; });
+  ASSERT_TRUE(s.ok());
+  stream = *std::move(s);
+  transport_->attempt(0)->Send(M(1));
+  EXPECT_EQ(stream, nullptr);
+  EXPECT_EQ(calls, 1);
+}
+
+TEST_F(StreamTest, CallbacksAfterDestroyFromAnotherThreadDoNotRun) {
+  auto stream = StartStream();
+  auto a = transport_->attempt(0);
+  std::thread t([&] {
+    for (std::uint64_t i = 1; i <= 200; ++i) a->Send(M(i));
+  });
+  stream.reset();
+  const std::size_t after = got().size();
+  t.join();
+  EXPECT_EQ(got().size(), after);
+  EXPECT_TRUE(done().empty());
+}
+
+TEST_F(StreamTest, InvalidOptionsAreRejectedBeforeAnythingStarts) {
+  auto check = [&](ReconnectingStreamOptions o, absl::string_view field) {
+    auto s = Stream::Start(source_, Spec(), o, [](Resp&&) {},
+                           [](const absl::Status&) {});
+    ASSERT_FALSE(s.ok());
+    EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(s.status().message()), HasSubstr(field));
+  };
+  ReconnectingStreamOptions o = options_;
+  o.max_attempts_without_progress = 0;
+  check(o, "max_attempts_without_progress");
+  o = options_;
+  o.max_time_without_progress = absl::ZeroDuration();
+  check(o, "max_time_without_progress");
+  o = options_;
+  o.reopen_after_progress_jitter = -absl::Seconds(1);
+  check(o, "reopen_after_progress_jitter");
+  o = options_;
+  o.migration_handoff_timeout = absl::ZeroDuration();
+  check(o, "migration_handoff_timeout");
+  o = options_;
+  o.max_buffered_messages = 0;
+  check(o, "max_buffered_messages");
+  EXPECT_EQ(transport_->attempt_count(), 0u);
+
+  ExponentialBackoffOptions b;
+  b.multiplier = 0.5;
+  auto bad = ExponentialBackoff::Create(b);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("multiplier"));
+  b = ExponentialBackoffOptions();
+  b.max_delay = absl::Milliseconds(1);
+  EXPECT_FALSE(ExponentialBackoff::Create(b).ok());
+
+  Stream::Spec spec = Spec();
+  spec.resume_after = nullptr;
+  auto s = Stream::Start(source_, spec, options_, [](Resp&&) {},
+                         [](const absl::Status&) {});
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  spec = Spec();
+  spec.attempt_factory = nullptr;
+  s = Stream::Start(source_, spec, options_, [](Resp&&) {},
+                    [](const absl::Status&) {});
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  s = Stream::Start(source_, Spec(), options_, nullptr,
+                    [](const absl::Status&) {});
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(transport_->attempt_count(), 0u);
+}
+
+TEST_F(StreamTest, MessageWithoutSequenceEndsWithClearError) {
+  transport_->Expect({{M(1), Resp{0, "no seq"}, M(2)}, {}, {}});
+  auto stream = StartStream();
+  EXPECT_THAT(got(), ElementsAre(1));
+  ASSERT_EQ(done().size(), 1u);
+  EXPECT_EQ(done()[0].code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(std::string(done()[0].message()),
+              HasSubstr("without a sequence number"));
+}
+
+TEST_F(StreamTest, SequenceGoingBackwardsWithinAnAttemptIsAnError) {
+  transport_->Expect({{M(5), M(6), M(3)}, {}, {}});
+  auto stream = StartStream();
+  EXPECT_THAT(got(), ElementsAre(5, 6));
+  ASSERT_EQ(done().size(), 1u);
+  EXPECT_EQ(done()[0].code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(std::string(done()[0].message()), HasSubstr("went backwards"));
+}
+
+TEST_F(StreamTest, WithoutSequenceNumbersReopenSendsTheFirstRequest) {
+  Stream::Spec spec = Spec();
+  spec.sequence_of = nullptr;
+  spec.resume_after = nullptr;
+  spec.request.after = 77;
+  transport_->Expect({{Resp{0, "a"}, Resp{0, "b"}}, {}, absl::UnavailableError("x")});
+  auto stream = StartStream(std::move(spec));
+  clock_->RunDue();
+  ASSERT_EQ(transport_->attempt_count(), 2u);
+  EXPECT_EQ(transport_->attempt(1)->request().after, 77u);
+  EXPECT_EQ(got().size(), 2u);
+}
+
+TEST_F(StreamTest, InitialLastSeqDropsOlderMessagesAndResumes) {
+  Stream::Spec spec = Spec();
+  spec.initial_last_seq = 10;
+  spec.request.after = 10;
+  transport_->Expect({{M(9), M(10), M(11)}, {}, absl::UnavailableError("x")});
+  auto stream = StartStream(std::move(spec));
+  clock_->RunDue();
+  EXPECT_THAT(got(), ElementsAre(11));
+  EXPECT_EQ(transport_->attempt(1)->request().after, 11u);
+}
+
+TEST_F(StreamTest, BlockingReaderReadsThenFinishes) {
+  auto s = Stream::Open(source_, Spec(), options_);
+  ASSERT_TRUE(s.ok());
+  auto stream = *std::move(s);
+  transport_->attempt(0)->Send(M(1));
+  transport_->attempt(0)->Send(M(2));
+  transport_->attempt(0)->Finish(absl::PermissionDeniedError("nope"));
+  Resp r;
+  ASSERT_TRUE(stream->Read(&r));
+  EXPECT_EQ(r.seq, 1u);
+  ASSERT_TRUE(stream->Read(&r));
+  EXPECT_EQ(r.seq, 2u);
+  EXPECT_FALSE(stream->Read(&r));
+  EXPECT_EQ(stream->Finish().code(), absl::StatusCode::kPermissionDenied);
+}
+
+TEST_F(StreamTest, BlockingReaderAppliesFlowControl) {
+  options_.max_buffered_messages = 2;
+  auto stream = *Stream::Open(source_, Spec(), options_);
+  auto a = transport_->attempt(0);
+  for (std::uint64_t i = 1; i <= 5; ++i) a->Send(M(i));
+  EXPECT_EQ(a->delivered(), 2u);  // the stream stopped reading
+  EXPECT_TRUE(a->paused());
+  Resp r;
+  for (std::uint64_t i = 1; i <= 5; ++i) {
+    ASSERT_TRUE(stream->Read(&r));
+    EXPECT_EQ(r.seq, i);
+  }
+  EXPECT_EQ(a->delivered(), 5u);
+}
+
+TEST_F(StreamTest, DrainMigratesMakeBeforeBreak) {
+  auto stream = StartStream();
+  auto old = transport_->attempt(0);
+  old->Send(M(1));
+  old->Send(M(2));
+  source_->Drain(old->connection_id());
+  // A replacement opened at once on another connection, resuming after 2;
+  // the old attempt still runs.
+  ASSERT_EQ(transport_->attempt_count(), 2u);
+  auto fresh = transport_->attempt(1);
+  EXPECT_NE(fresh->connection_id(), old->connection_id());
+  EXPECT_EQ(fresh->request().after, 2u);
+  EXPECT_FALSE(old->cancelled());
+  old->Send(M(3));  // the old stream still delivers during the overlap
+  fresh->Send(M(3));  // duplicate
+  EXPECT_TRUE(old->cancelled());  // handed off on the first message
+  fresh->Send(M(4));
+  EXPECT_THAT(got(), ElementsAre(1, 2, 3, 4));
+  EXPECT_EQ(stream->stats().migrations, 1u);
+  EXPECT_EQ(stream->stats().duplicates_dropped, 1u);
+  EXPECT_TRUE(done().empty());
+  EXPECT_EQ(observer_->started[1].reason, AttemptReason::kMigration);
+  // The old attempt's end was ours: no backoff, no new attempt.
+  EXPECT_EQ(transport_->attempt_count(), 2u);
+  EXPECT_TRUE(observer_->backoffs.empty());
+}
+
+TEST_F(StreamTest, QuietStreamHandsOffAfterTimeout) {
+  options_.migration_handoff_timeout = absl::Seconds(2);
+  auto stream = StartStream();
+  auto old = transport_->attempt(0);
+  old->Send(M(1));
+  source_->Drain(old->connection_id());
+  ASSERT_EQ(transport_->attempt_count(), 2u);
+  clock_->AdvanceBy(absl::Milliseconds(1999));
+  EXPECT_FALSE(old->cancelled());
+  clock_->AdvanceBy(absl::Milliseconds(1));
+  EXPECT_TRUE(old->cancelled());
+  transport_->attempt(1)->Send(M(2));
+  EXPECT_THAT(got(), ElementsAre(1, 2));
+}
+
+TEST_F(StreamTest, MigrationDisabledMovesOnlyWhenTheAttemptEnds) {
+  options_.migrate_on_drain = false;
+  auto stream = StartStream();
+  auto old = transport_->attempt(0);
+  old->Send(M(1));
+  source_->Drain(old->connection_id());
+  EXPECT_EQ(transport_->attempt_count(), 1u);
+  old->Finish(absl::UnavailableError("drained"));
+  clock_->RunDue();
+  ASSERT_EQ(transport_->attempt_count(), 2u);
+  EXPECT_NE(transport_->attempt(1)->connection_id(), old->connection_id());
+}
+
+TEST_F(StreamTest, EarlyEndOnReadyConnectionMarksItSuspect) {
+  auto stream = StartStream();
+  auto first = transport_->attempt(0);
+  first->Send(M(1));
+  // The server ends the stream before any GOAWAY.
+  first->Finish(absl::UnavailableError("server is shutting down"));
+  ASSERT_EQ(source_->suspects().count(first->connection_id()), 1u);
+  clock_->RunDue();
+  ASSERT_EQ(transport_->attempt_count(), 2u);
+  EXPECT_NE(transport_->attempt(1)->connection_id(), first->connection_id());
+}
+
+TEST_F(StreamTest, ServerCancelledIsADrainButTransientIsNot) {
+  auto stream = StartStream();
+  transport_->attempt(0)->Send(M(1));
+  transport_->attempt(0)->Finish(absl::CancelledError("server cancelled"));
+  ASSERT_EQ(observer_->ended.size(), 1u);
+  EXPECT_EQ(observer_->ended[0].second, EndClass::kDrain);
+  clock_->RunDue();
+  transport_->attempt(1)->Send(M(2));
+  transport_->attempt(1)->Finish(absl::InternalError("oops"));
+  EXPECT_EQ(observer_->ended[1].second, EndClass::kTransient);
+  EXPECT_EQ(source_->drain_reports().size(), 1u);
+}
+
+TEST_F(StreamTest, FailedPickIsRetriedWithBackoff) {
+  source_->FailNextPick(testing::ConnectFailure());
+  auto stream = StartStream();
+  EXPECT_EQ(transport_->attempt_count(), 0u);
+  ASSERT_EQ(observer_->backoffs.size(), 1u);
+  clock_->AdvanceToNextTimer();
+  EXPECT_EQ(transport_->attempt_count(), 1u);
+}
+
+TEST_F(StreamTest, EveryPickIsReleased) {
+  transport_->Expect({{M(1)}, {}, absl::UnavailableError("a")});
+  transport_->Expect({{M(2)}, {}, absl::UnavailableError("b")});
+  auto stream = StartStream();
+  clock_->RunDue();
+  clock_->RunDue();
+  ASSERT_EQ(transport_->attempt_count(), 3u);
+  stream.reset();
+  EXPECT_EQ(source_->releases(), 3u);
+}
+
+}  // namespace
+}  // namespace tether

@@ -160,8 +160,8 @@ function(tether_generate_proto)
               ${include_flags}
               "--cpp_out=${out_dir}"
               ${plugin_args}
-              "${rel}"
-      WORKING_DIRECTORY "${CMAKE_CURRENT_SOURCE_DIR}"
+              "${proto}"
+      WORKING_DIRECTORY "${CMAKE_CURRENT_BINARY_DIR}"
       DEPENDS "${proto}" "$<TARGET_FILE:protobuf::protoc>" ${plugin_deps}
       COMMENT "tether_generate_proto: ${rel} -> ${out_dir}"
       COMMAND_EXPAND_LISTS

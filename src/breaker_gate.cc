@@ -1,7 +1,7 @@
 // Copyright 2026 The tether Authors. Licensed under the Apache License 2.0.
 #include "tether/internal/breaker_gate.h"
 
-#include <utility>
+#include <string>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -9,29 +9,19 @@
 namespace tether {
 namespace internal {
 
-struct BreakerGate::Ticket::Impl {};
-
-BreakerGate::Ticket::Ticket(std::unique_ptr<Impl> impl)
-    : impl_(std::move(impl)) {}
-BreakerGate::Ticket::Ticket(Ticket&&) noexcept = default;
-BreakerGate::Ticket& BreakerGate::Ticket::operator=(Ticket&&) noexcept =
-    default;
-BreakerGate::Ticket::~Ticket() = default;
-
-BreakerGate::BreakerGate(std::shared_ptr<CircuitBreaker> breaker,
-                         std::shared_ptr<Clock> clock)
-    : breaker_(std::move(breaker)), clock_(std::move(clock)) {}
-
-absl::StatusOr<BreakerGate::Ticket> BreakerGate::Acquire() {
-  return Ticket(std::make_unique<Ticket::Impl>());
+absl::Duration BreakerGate::RetryDelay() const {
+  constexpr absl::Duration kProbeWait = absl::Milliseconds(200);
+  absl::Time until = breaker_->open_until();
+  absl::Time now = clock_->Now();
+  if (until == absl::InfiniteFuture() || until == absl::InfinitePast() ||
+      until <= now) {
+    return kProbeWait;
+  }
+  return until - now;
 }
 
-void BreakerGate::Record(Ticket, Outcome, const absl::Status&) {}
-
-absl::Duration BreakerGate::RetryDelay() const { return absl::Seconds(1); }
-
-BreakerGate::Outcome BreakerGate::Classify(const absl::Status& status,
-                                           EndClass cls, bool by_client) {
+Outcome BreakerGate::Classify(const absl::Status& status, EndClass cls,
+                              bool by_client) {
   if (by_client) return kIgnored;
   switch (cls) {
     case EndClass::kOk:

@@ -44,9 +44,8 @@ namespace {
 
 absl::Status OutOfRange(absl::string_view field, absl::string_view value,
                         absl::string_view range) {
-  return absl::InvalidArgumentError(
-      absl::StrCat("CircuitBreakerOptions.", field, " must be ", range,
-                   ", got ", value));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "CircuitBreakerOptions.", field, " must be ", range, ", got ", value));
 }
 
 }  // namespace
@@ -75,10 +74,9 @@ absl::Status Validate(const CircuitBreakerOptions& o) {
                           "in [1, 10000] for a time-based window");
       }
       if (o.window_duration / o.window_buckets < absl::Milliseconds(1)) {
-        return OutOfRange(
-            "window_duration / window_buckets",
-            FormatDuration(o.window_duration / o.window_buckets),
-            "at least 1ms (fewer buckets or a longer window)");
+        return OutOfRange("window_duration / window_buckets",
+                          FormatDuration(o.window_duration / o.window_buckets),
+                          "at least 1ms (fewer buckets or a longer window)");
       }
       break;
     default:
@@ -280,8 +278,7 @@ absl::StatusOr<std::shared_ptr<CircuitBreaker>> CircuitBreaker::Create(
 }
 
 CircuitBreaker::CircuitBreaker(CircuitBreakerOptions options,
-                               std::shared_ptr<Clock> clock,
-                               std::uint64_t seed)
+                               std::shared_ptr<Clock> clock, std::uint64_t seed)
     : options_(std::move(options)),
       clock_(std::move(clock)),
       window_(std::make_unique<Window>(options_)),
@@ -401,8 +398,8 @@ void CircuitBreaker::RecordLocked(std::uint64_t generation, Outcome outcome,
       if (failure && options_.consecutive_failures > 0 &&
           consecutive_failures_ >=
               static_cast<std::uint64_t>(options_.consecutive_failures)) {
-        TripLocked(now, absl::StrCat(consecutive_failures_,
-                                     " consecutive failures"));
+        TripLocked(
+            now, absl::StrCat(consecutive_failures_, " consecutive failures"));
         return;
       }
       const std::uint64_t calls = window_->calls;
@@ -410,10 +407,10 @@ void CircuitBreaker::RecordLocked(std::uint64_t generation, Outcome outcome,
       const double rate = 100.0 * static_cast<double>(window_->failures) /
                           static_cast<double>(calls);
       if (rate >= options_.failure_rate_threshold) {
-        TripLocked(now, absl::StrFormat("failure rate %.1f%% >= %g%% over %d "
-                                        "calls",
-                                        rate, options_.failure_rate_threshold,
-                                        calls));
+        TripLocked(
+            now, absl::StrFormat("failure rate %.1f%% >= %g%% over %d "
+                                 "calls",
+                                 rate, options_.failure_rate_threshold, calls));
       }
       return;
     }
@@ -441,9 +438,8 @@ void CircuitBreaker::TripLocked(absl::Time now, std::string reason) {
   ++consecutive_trips_;
   // Un-jittered break: break_duration * multiplier^(trips - 1), capped.
   // Duration * inf saturates to InfiniteDuration, which the cap catches.
-  const double factor =
-      std::pow(options_.break_multiplier,
-               static_cast<double>(consecutive_trips_ - 1));
+  const double factor = std::pow(options_.break_multiplier,
+                                 static_cast<double>(consecutive_trips_ - 1));
   absl::Duration base = options_.break_duration * factor;
   if (base > options_.max_break_duration) base = options_.max_break_duration;
   // One draw per trip, in [0, 1) with 53 random bits.
@@ -634,9 +630,9 @@ std::string CircuitBreaker::RejectionLocked(absl::Time now) const {
       why = absl::StrCat("is ", BreakerStateName(state_));
       break;
   }
-  return absl::StrCat(
-      "circuit breaker '", options_.name, "' ", why, "; last failure: ",
-      last_failure_.empty() ? "none recorded" : last_failure_);
+  return absl::StrCat("circuit breaker '", options_.name, "' ", why,
+                      "; last failure: ",
+                      last_failure_.empty() ? "none recorded" : last_failure_);
 }
 
 std::uint64_t CircuitBreaker::AddListener(Listener listener) {

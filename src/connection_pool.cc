@@ -3,7 +3,6 @@
 
 #include <atomic>
 #include <climits>
-#include <condition_variable>
 #include <set>
 #include <string>
 #include <thread>
@@ -56,17 +55,17 @@ absl::Status Validate(const ConnectionPoolOptions& o) {
   const absl::Duration max_ms = absl::Milliseconds(INT_MAX);
   if (o.keepalive_time != absl::InfiniteDuration() &&
       (o.keepalive_time < absl::Seconds(10) || o.keepalive_time > max_ms)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "connection pool keepalive_time must be in [10s, ",
-        absl::FormatDuration(max_ms), "] or infinite, got ",
-        absl::FormatDuration(o.keepalive_time)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("connection pool keepalive_time must be in [10s, ",
+                     absl::FormatDuration(max_ms), "] or infinite, got ",
+                     absl::FormatDuration(o.keepalive_time)));
   }
   if (o.keepalive_timeout <= absl::ZeroDuration() ||
       o.keepalive_timeout > max_ms) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "connection pool keepalive_timeout must be in (0, ",
-        absl::FormatDuration(max_ms), "], got ",
-        absl::FormatDuration(o.keepalive_timeout)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("connection pool keepalive_timeout must be in (0, ",
+                     absl::FormatDuration(max_ms), "], got ",
+                     absl::FormatDuration(o.keepalive_timeout)));
   }
   return absl::OkStatus();
 }
@@ -164,7 +163,8 @@ PoolCore::Conn* PoolCore::OpenLocked(std::size_t group, Deferred& d) {
   if (observer_ != nullptr) {
     auto obs = observer_;
     std::string target = groups_[group];
-    d.calls.push_back([obs, id, target] { obs->OnConnectionOpened(id, target); });
+    d.calls.push_back(
+        [obs, id, target] { obs->OnConnectionOpened(id, target); });
   }
   MaybeRetireOrArmLocked(c, d);  // arms the idle timer: no picks yet
   return &c;
@@ -267,10 +267,9 @@ void PoolCore::ReportDrainEnd(std::uint64_t connection_id,
     c.suspect = true;
     if (observer_ != nullptr) {
       auto obs = observer_;
-      d.calls.push_back(
-          [obs, connection_id, status] {
-            obs->OnConnectionSuspect(connection_id, status);
-          });
+      d.calls.push_back([obs, connection_id, status] {
+        obs->OnConnectionSuspect(connection_id, status);
+      });
     }
     const std::size_t group = c.group;
     MaybeRetireOrArmLocked(c, d);  // may erase c
@@ -473,57 +472,84 @@ LinkState FromGrpc(grpc_connectivity_state s) {
 }
 
 gpr_timespec DeadlineAfter(absl::Duration d) {
-  return gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
-                      gpr_time_from_millis(absl::ToInt64Milliseconds(d),
-                                           GPR_TIMESPAN));
+  return gpr_time_add(
+      gpr_now(GPR_CLOCK_MONOTONIC),
+      gpr_time_from_millis(absl::ToInt64Milliseconds(d), GPR_TIMESPAN));
 }
 
 }  // namespace
 
-class GrpcConnectionDriver final : public ConnectionDriver {
+// Held by `std::shared_ptr`: the watcher thread holds a reference too, so
+// that the pool may be destroyed from a callback running on that thread.
+class GrpcConnectionDriver final
+    : public ConnectionDriver,
+      public std::enable_shared_from_this<GrpcConnectionDriver> {
  public:
-  explicit GrpcConnectionDriver(const ConnectionPoolOptions& options)
-      : options_(options), nonce_(++g_pool_nonce) {
-    credentials_ = options.credentials != nullptr
-                       ? options.credentials
-                       : grpc::InsecureChannelCredentials();
-    thread_ = std::thread([this] { Loop(); });
+  static std::shared_ptr<GrpcConnectionDriver> Create(
+      const ConnectionPoolOptions& options) {
+    std::shared_ptr<GrpcConnectionDriver> driver(
+        new GrpcConnectionDriver(options));
+    driver->thread_ = std::thread([self = driver] { self->Loop(); });
+    return driver;
   }
 
-  ~GrpcConnectionDriver() override { Shutdown(); }
+  ~GrpcConnectionDriver() override {
+    // Only reached once the thread has left Loop (it holds a reference).
+    if (thread_.joinable()) thread_.detach();
+  }
 
   void SetCore(std::weak_ptr<PoolCore> core) { core_ = std::move(core); }
 
   std::shared_ptr<Link> Open(std::uint64_t id,
                              const std::string& address) override;
 
-  // Stops watching, cancels health watches, and waits for the thread. Every
-  // link must already be closed (the core's Shutdown does that).
+  // Stops watching and stops the thread: waits for it, unless called on the
+  // thread itself (a callback dropping the pool), which then ends on its own
+  // once the queue is drained. Every link must already be closed (the core's
+  // Shutdown does that, which also cancels the health watches).
   void Shutdown() {
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (shutting_down_) return;
       shutting_down_ = true;
+      MaybeShutdownQueueLocked();
     }
-    {
-      // Health calls post more ops (Read, Finish) until they finish; the
-      // queue must stay open for those. Closed links cancelled them already.
-      std::unique_lock<std::mutex> lock(mu_);
-      health_done_.wait(lock, [this] { return active_health_ == 0; });
+    if (std::this_thread::get_id() == thread_.get_id()) {
+      thread_.detach();
+    } else {
+      thread_.join();
     }
-    cq_.Shutdown();
-    thread_.join();
   }
 
  private:
   class GrpcLink;
-  enum class OpKind { kWatch, kHealthStart, kHealthWrite, kHealthRead,
-                      kHealthFinish };
+  enum class OpKind {
+    kWatch,
+    kHealthStart,
+    kHealthWrite,
+    kHealthRead,
+    kHealthFinish
+  };
   struct Op {
     std::shared_ptr<GrpcLink> link;
     OpKind kind;
   };
 
+  explicit GrpcConnectionDriver(const ConnectionPoolOptions& options)
+      : options_(options), nonce_(++g_pool_nonce) {
+    credentials_ = options.credentials != nullptr
+                       ? options.credentials
+                       : grpc::InsecureChannelCredentials();
+  }
+
+  // Health calls post more ops (Read, Finish) until they finish, so the
+  // queue is shut down only once shutting down and none is left.
+  void MaybeShutdownQueueLocked() {
+    if (shutting_down_ && active_health_ == 0 && !queue_shut_down_) {
+      queue_shut_down_ = true;
+      cq_.Shutdown();
+    }
+  }
   void Loop();
   void OnWatch(const std::shared_ptr<GrpcLink>& link, bool ok);
   void OnHealth(const std::shared_ptr<GrpcLink>& link, OpKind kind, bool ok);
@@ -538,8 +564,8 @@ class GrpcConnectionDriver final : public ConnectionDriver {
 
   std::mutex mu_;  // guards the fields of every GrpcLink and shutting_down_
   bool shutting_down_ = false;
+  bool queue_shut_down_ = false;
   int active_health_ = 0;  // health calls not yet finished
-  std::condition_variable health_done_;
 };
 
 class GrpcConnectionDriver::GrpcLink final
@@ -596,9 +622,9 @@ std::shared_ptr<Link> GrpcConnectionDriver::Open(std::uint64_t id,
                   ? INT_MAX
                   : static_cast<int>(
                         absl::ToInt64Milliseconds(options_.keepalive_time)));
-  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
-              static_cast<int>(
-                  absl::ToInt64Milliseconds(options_.keepalive_timeout)));
+  args.SetInt(
+      GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
+      static_cast<int>(absl::ToInt64Milliseconds(options_.keepalive_timeout)));
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS,
               options_.keepalive_permit_without_calls ? 1 : 0);
   args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
@@ -695,8 +721,8 @@ void GrpcConnectionDriver::OnHealth(const std::shared_ptr<GrpcLink>& link,
     switch (kind) {
       case OpKind::kHealthStart:
         if (ok) {
-          std::string request = EncodeHealthCheckRequest(
-              options_.health_service);
+          std::string request =
+              EncodeHealthCheckRequest(options_.health_service);
           grpc::Slice slice(request);
           grpc::ByteBuffer buffer(&slice, 1);
           call->WriteLast(buffer, grpc::WriteOptions(),
@@ -733,7 +759,8 @@ void GrpcConnectionDriver::OnHealth(const std::shared_ptr<GrpcLink>& link,
         // covers). It is not restarted.
         drop_call = std::move(link->health_call_);
         drop_context = std::move(link->health_context_);
-        if (--active_health_ == 0) health_done_.notify_all();
+        --active_health_;
+        MaybeShutdownQueueLocked();
         break;
       case OpKind::kWatch:
         break;
@@ -753,7 +780,7 @@ absl::StatusOr<std::shared_ptr<ConnectionPool>> ConnectionPool::Create(
   absl::Status s = Validate(options);
   if (!s.ok()) return s;
   std::shared_ptr<ConnectionPool> pool(new ConnectionPool());
-  pool->driver_ = std::make_unique<internal::GrpcConnectionDriver>(options);
+  pool->driver_ = internal::GrpcConnectionDriver::Create(options);
   pool->core_ = internal::PoolCore::Create(options, pool->driver_.get());
   pool->driver_->SetCore(pool->core_);
   pool->core_->Start();

@@ -410,7 +410,19 @@ int main(int argc, char** argv) {
     slots[i] = start_replica(i);
     if (slots[i] == nullptr) return 1;
   }
-  absl::SleepFor(settle * 2 + absl::Seconds(quick ? 1 : 4));
+  // Wait (bounded) until every tether watch delivers again: its backoff
+  // after the outage decides when, not a fixed sleep.
+  const absl::Time recovered_by = absl::Now() + absl::Seconds(20);
+  auto all_back = [&] {
+    for (auto& r : tether_client.recorders) {
+      if (r->phase(kOutage).events == 0) return false;
+    }
+    return true;
+  };
+  while (!all_back() && absl::Now() < recovered_by) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  absl::SleepFor(settle * 2 + absl::Seconds(quick ? 0 : 2));
 
   const double end_ms = now_ms();
   for (auto& w : tw) w->Stop();

@@ -10,8 +10,7 @@ absl::StatusOr<std::unique_ptr<PriceTicker>> PriceTicker::Start(
   if (options.symbol.empty()) {
     return absl::InvalidArgumentError("PriceTicker: symbol is empty");
   }
-  if (static_cast<bool>(service.start) ==
-      static_cast<bool>(service.attempts)) {
+  if (static_cast<bool>(service.start) == static_cast<bool>(service.attempts)) {
     return absl::InvalidArgumentError(
         "PriceTicker: set exactly one of QuoteService.start and "
         "QuoteService.attempts");

@@ -218,7 +218,8 @@ class CircuitBreaker final
     friend class CircuitBreaker;
     Permit(std::weak_ptr<CircuitBreaker> breaker, std::uint64_t generation,
            bool probe)
-        : breaker_(std::move(breaker)), generation_(generation),
+        : breaker_(std::move(breaker)),
+          generation_(generation),
           probe_(probe) {}
     void Release();
 
@@ -272,7 +273,10 @@ class CircuitBreaker final
 
   // `listener` is called on every state change, with no lock held, one call
   // at a time and in order, from any thread (including the clock's timer
-  // thread, for the time-driven open -> half-open). Returns an id (never 0).
+  // thread, for the time-driven open -> half-open). While one thread is
+  // delivering, transitions caused elsewhere are queued and delivered by it,
+  // so a call that caused a transition may return before listeners ran.
+  // Returns an id (never 0).
   std::uint64_t AddListener(Listener listener);
   // After this returns, the listener is not running and will not be called
   // again, unless this is called from inside a listener call (that call then

@@ -121,11 +121,11 @@ absl::Status Validate(const ConnectionPoolOptions& options);
 
 // A snapshot of a pool's connections.
 struct ConnectionPoolStats {
-  std::size_t open = 0;      // connections not yet retired (all below)
-  std::size_t ready = 0;     // READY and usable (not draining or suspect)
-  std::size_t draining = 0;  // draining, waiting for their picks to end
-  std::size_t suspect = 0;   // suspect (and not draining)
-  std::size_t picks = 0;     // picks held over all connections
+  std::size_t open = 0;            // connections not yet retired (all below)
+  std::size_t ready = 0;           // READY and usable (not draining or suspect)
+  std::size_t draining = 0;        // draining, waiting for their picks to end
+  std::size_t suspect = 0;         // suspect (and not draining)
+  std::size_t picks = 0;           // picks held over all connections
   std::uint64_t total_opened = 0;  // connections ever opened
 };
 
@@ -164,8 +164,9 @@ struct ConnectionPoolStats {
 // call back into the pool. Listeners are held weakly.
 //
 // Ownership: hold the pool by `std::shared_ptr` (streams do). Destroying it
-// closes every connection, stops the watcher thread and waits for it;
-// do not destroy it from a listener or observer callback.
+// closes every connection (listeners are not told), stops the watcher
+// thread and waits for it. Dropping the last reference from a listener or
+// observer callback is allowed: the thread then finishes on its own.
 //
 //   tether::ConnectionPoolOptions o;
 //   o.addresses = {"10.0.0.1:5000", "10.0.0.2:5000"};
@@ -196,7 +197,7 @@ class ConnectionPool final : public ConnectionSource {
  private:
   ConnectionPool() = default;
 
-  std::unique_ptr<internal::GrpcConnectionDriver> driver_;
+  std::shared_ptr<internal::GrpcConnectionDriver> driver_;
   std::shared_ptr<internal::PoolCore> core_;
 };
 

@@ -74,8 +74,18 @@ struct ReconnectingStreamOptions {
   // Receives every event. Default: none.
   std::shared_ptr<StreamObserver> observer;
 
-  // Guards attempts (shared by every stream to one target). Default: none.
+  // Guards attempts; share one per target among its streams. Before each
+  // attempt the stream asks it for a permit; while it refuses, the stream
+  // waits (no connection is touched) until the break ends or the reopen
+  // budget's time bound passes, then ends with UNAVAILABLE naming the
+  // breaker. Outcomes: success on an attempt's first message; failure for a
+  // transient end or a failure to connect before any message; ignored for
+  // drains, permanent errors and the client's own cancels. Default: none.
   std::shared_ptr<CircuitBreaker> breaker;
+
+  // A stream whose *first* attempt is refused by an open breaker ends at once
+  // with that UNAVAILABLE instead of waiting. Default false (wait).
+  bool fail_fast_on_open_breaker = false;
 
   // Time and timers. Default: `SystemClock()`. Tests pass a FakeClock.
   std::shared_ptr<Clock> clock;

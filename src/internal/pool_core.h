@@ -32,7 +32,13 @@ namespace tether {
 namespace internal {
 
 // A connection's transport state, as gRPC's connectivity states.
-enum class LinkState { kIdle, kConnecting, kReady, kTransientFailure, kShutdown };
+enum class LinkState {
+  kIdle,
+  kConnecting,
+  kReady,
+  kTransientFailure,
+  kShutdown
+};
 
 absl::string_view LinkStateName(LinkState s);
 

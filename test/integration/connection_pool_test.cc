@@ -199,7 +199,8 @@ std::shared_ptr<ConnectionPool> MakePool(ConnectionPoolOptions o) {
   return pool.ok() ? *pool : nullptr;
 }
 
-TEST(ConnectionPoolIntegrationTest, GoawayDrainsPickedConnectionBeforeDeadline) {
+TEST(ConnectionPoolIntegrationTest,
+     GoawayDrainsPickedConnectionBeforeDeadline) {
   HangServer server;
   auto observer = std::make_shared<Observer>();
   ConnectionPoolOptions o;
@@ -384,6 +385,58 @@ TEST(ConnectionPoolIntegrationTest, HealthWatchThatNeverAnswersIsHarmless) {
   pool.reset();
   EXPECT_LT(Clock::now() - start, std::chrono::milliseconds(900));
   EXPECT_TRUE(observer->events.WaitFor("retired 1", std::chrono::seconds(0)));
+}
+
+// The watcher thread runs listeners; one that drops the last reference to
+// the pool from there must neither deadlock nor crash, and the pool must
+// still tear down completely (the observer it holds is released at the end).
+TEST(ConnectionPoolIntegrationTest, PoolMayBeDroppedFromAListenerCallback) {
+  HangServer server;
+  auto torn_down = std::make_shared<Events>();
+  class GoneObserver final : public ConnectionObserver {
+   public:
+    explicit GoneObserver(std::shared_ptr<Events> e) : e_(std::move(e)) {}
+    ~GoneObserver() override { e_->Add("gone"); }
+    void OnConnectionReady(std::uint64_t id) override {
+      e_->Add(absl::StrCat("ready ", id));
+    }
+
+   private:
+    std::shared_ptr<Events> e_;
+  };
+  class DroppingListener final : public DrainListener {
+   public:
+    explicit DroppingListener(std::shared_ptr<ConnectionPool> pool)
+        : pool_(std::move(pool)) {}
+    void OnConnectionDraining(std::uint64_t, absl::string_view) override {
+      pool_.reset();  // the last reference
+      events.Add("dropped");
+    }
+    Events events;
+
+   private:
+    std::shared_ptr<ConnectionPool> pool_;
+  };
+
+  ConnectionPoolOptions o;
+  o.target = server.address();
+  o.observer = std::make_shared<GoneObserver>(torn_down);
+  auto pool = MakePool(std::move(o));
+  ASSERT_NE(pool, nullptr);
+  ASSERT_TRUE(torn_down->WaitFor("ready 1"));
+  auto listener = std::make_shared<DroppingListener>(pool);
+  auto pick = pool->Pick(listener);
+  ASSERT_TRUE(pick.ok());
+  auto call = std::make_unique<HangingCall>(pick->channel);
+  ASSERT_TRUE(call->events.WaitFor("started"));
+  pool.reset();  // now only the listener holds the pool
+
+  std::thread shutdown([&] { server.Shutdown(std::chrono::seconds(30)); });
+  ASSERT_TRUE(listener->events.WaitFor("dropped"));
+  call.reset();
+  pick = absl::UnavailableError("dropped");  // let go of the channel
+  EXPECT_TRUE(torn_down->WaitFor("gone"));
+  shutdown.join();
 }
 
 TEST(ConnectionPoolIntegrationTest, DestroyWithConnectionsOpenIsClean) {

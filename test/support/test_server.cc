@@ -382,6 +382,7 @@ class SeqStreamService final
   grpc::ServerWriteReactor<tether::test::Event>* Watch(
       grpc::CallbackServerContext* /*context*/,
       const tether::test::WatchRequest* request) override {
+    TakeBackFromGrpc(this);
     auto* reactor = new WatchReactor(impl_, *request);
     impl_->OnWatchStarted(reactor, request->after_seq());
     reactor->Begin();
@@ -392,6 +393,7 @@ class SeqStreamService final
   grpc::ServerUnaryReactor* Ping(grpc::CallbackServerContext* context,
                                  const tether::test::PingRequest* /*request*/,
                                  tether::test::PingReply* reply) override {
+    TakeBackFromGrpc(this);
     Behaviour b = impl_->GetBehaviour();
     impl_->OnPing();
     grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
@@ -473,6 +475,7 @@ absl::Status TestServer::Impl::Start() {
   builder.AddListeningPort(absl::StrCat("127.0.0.1:", port),
                            grpc::InsecureServerCredentials(), &selected);
   builder.RegisterService(run->service.get());
+  HandOverToGrpc(run->service.get());
   run->server = builder.BuildAndStart();
   if (run->server == nullptr || selected == 0) {
     return absl::UnavailableError(

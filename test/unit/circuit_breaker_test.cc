@@ -138,8 +138,7 @@ TEST(CircuitBreakerOptionsTest, InvalidOptionsAreRejectedByName) {
          o.window_duration = absl::Milliseconds(10);
          o.window_buckets = 100;
        }},
-      {"failure_rate_threshold",
-       [](auto& o) { o.failure_rate_threshold = 0; }},
+      {"failure_rate_threshold", [](auto& o) { o.failure_rate_threshold = 0; }},
       {"failure_rate_threshold",
        [](auto& o) { o.failure_rate_threshold = 100.5; }},
       {"failure_rate_threshold",
@@ -188,9 +187,9 @@ TEST(CircuitBreakerOptionsTest, TimeFieldsNotCheckedForCountWindow) {
   o.window_duration = absl::ZeroDuration();  // unused by kCountBased
   EXPECT_TRUE(Validate(o).ok());
   o.window_type = SlidingWindowType::kTimeBased;
-  o.window_size = 0;         // unused by kTimeBased
+  o.window_size = 0;  // unused by kTimeBased
   o.window_duration = absl::Seconds(10);
-  o.minimum_calls = 1000;    // no window_size bound for kTimeBased
+  o.minimum_calls = 1000;  // no window_size bound for kTimeBased
   EXPECT_TRUE(Validate(o).ok());
 }
 
@@ -338,8 +337,9 @@ TEST_F(CircuitBreakerTest, TimeWindowSlidesOverManyCycles) {
   for (int second = 0; second < 12; ++second) {
     CallN(*b, 1 + second % 2, Outcome::kFailure);  // 1, 2, 1, 2, ...
     // The last three seconds hold 1 + 2 + 1 or 2 + 1 + 2 calls.
-    std::uint64_t expected =
-        second == 0 ? 1 : second == 1 ? 3 : (second % 2 == 0 ? 4 : 5);
+    std::uint64_t expected = second == 0   ? 1
+                             : second == 1 ? 3
+                                           : (second % 2 == 0 ? 4 : 5);
     EXPECT_EQ(b->counts().window_calls, expected) << "second " << second;
     clock_->AdvanceBy(absl::Seconds(1));
   }
@@ -491,8 +491,8 @@ TEST_F(CircuitBreakerTest, TimerMovesOpenToHalfOpenAndTellsListeners) {
   clock_->AdvanceBy(absl::Seconds(1) - absl::Nanoseconds(1));
   EXPECT_THAT(log.Get(), ElementsAre(Pair(kClosed, kOpen)));
   clock_->AdvanceBy(absl::Nanoseconds(1));  // the timer fires: no call made
-  EXPECT_THAT(log.Get(), ElementsAre(Pair(kClosed, kOpen),
-                                     Pair(kOpen, kHalfOpen)));
+  EXPECT_THAT(log.Get(),
+              ElementsAre(Pair(kClosed, kOpen), Pair(kOpen, kHalfOpen)));
   EXPECT_EQ(b->state(), kHalfOpen);
   EXPECT_EQ(b->open_until(), absl::InfinitePast());
 }
@@ -525,8 +525,8 @@ TEST_F(CircuitBreakerTest, OpenTurnsHalfOpenLazilyOnTryAcquire) {
   ASSERT_TRUE(probe.ok());
   EXPECT_TRUE(probe->is_probe());
   EXPECT_EQ(clock->cancelled, 1);  // the stale timer is cancelled
-  EXPECT_THAT(log.Get(), ElementsAre(Pair(kClosed, kOpen),
-                                     Pair(kOpen, kHalfOpen)));
+  EXPECT_THAT(log.Get(),
+              ElementsAre(Pair(kClosed, kOpen), Pair(kOpen, kHalfOpen)));
 }
 
 TEST_F(CircuitBreakerTest, OpenTurnsHalfOpenLazilyOnState) {
@@ -590,7 +590,10 @@ TEST_F(CircuitBreakerTest, DroppedProbeGivesItsPermitBack) {
   auto b = Make(o);
   Call(*b, Outcome::kFailure);
   clock_->AdvanceBy(absl::Seconds(1));
-  { auto probe = b->TryAcquire(); ASSERT_TRUE(probe.ok()); }
+  {
+    auto probe = b->TryAcquire();
+    ASSERT_TRUE(probe.ok());
+  }
   EXPECT_TRUE(b->TryAcquire().ok());
 }
 
@@ -627,9 +630,9 @@ TEST_F(CircuitBreakerTest, BreakGrowsToTheCapAndResetsAfterClosing) {
     ASSERT_EQ(b->state(), kHalfOpen);
     Call(*b, Outcome::kFailure);
   }
-  EXPECT_THAT(breaks, ElementsAre(absl::Seconds(1), absl::Seconds(2),
-                                  absl::Seconds(4), absl::Seconds(5),
-                                  absl::Seconds(5)));
+  EXPECT_THAT(breaks,
+              ElementsAre(absl::Seconds(1), absl::Seconds(2), absl::Seconds(4),
+                          absl::Seconds(5), absl::Seconds(5)));
   clock_->AdvanceTo(b->open_until());
   CallN(*b, 2, Outcome::kSuccess);
   ASSERT_EQ(b->state(), kClosed);
@@ -739,10 +742,10 @@ TEST_F(CircuitBreakerTest, ForcedOpenWinsOverDisabled) {
   EXPECT_EQ(b->state(), kDisabled);
   b->SetDisabled(false);
   EXPECT_EQ(b->state(), kClosed);
-  EXPECT_THAT(log.Get(), ElementsAre(Pair(kClosed, kDisabled),
-                                     Pair(kDisabled, kForcedOpen),
-                                     Pair(kForcedOpen, kDisabled),
-                                     Pair(kDisabled, kClosed)));
+  EXPECT_THAT(
+      log.Get(),
+      ElementsAre(Pair(kClosed, kDisabled), Pair(kDisabled, kForcedOpen),
+                  Pair(kForcedOpen, kDisabled), Pair(kDisabled, kClosed)));
 }
 
 // --- Listeners, observer, lifetime ----------------------------------------
@@ -837,8 +840,7 @@ class RecordingObserver : public BreakerObserver {
     changes.emplace_back(from, to);
     last_change_counts = counts;
   }
-  void OnRecorded(absl::string_view, Outcome o,
-                  const BreakerCounts&) override {
+  void OnRecorded(absl::string_view, Outcome o, const BreakerCounts&) override {
     std::lock_guard<std::mutex> lock(mu);
     outcomes.push_back(o);
   }
@@ -865,9 +867,9 @@ TEST_F(CircuitBreakerTest, ObserverSeesTransitionsAndCounts) {
   EXPECT_FALSE(b->TryAcquire().ok());
   EXPECT_FALSE(b->TryAcquire().ok());
   clock_->AdvanceBy(absl::Seconds(1));
-  EXPECT_THAT(observer->outcomes,
-              ElementsAre(Outcome::kSuccess, Outcome::kIgnored,
-                          Outcome::kFailure));
+  EXPECT_THAT(
+      observer->outcomes,
+      ElementsAre(Outcome::kSuccess, Outcome::kIgnored, Outcome::kFailure));
   EXPECT_THAT(observer->not_permitted, ElementsAre(1u, 2u));
   EXPECT_THAT(observer->changes,
               ElementsAre(Pair(kClosed, kOpen), Pair(kOpen, kHalfOpen)));

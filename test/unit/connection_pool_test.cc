@@ -23,10 +23,10 @@
 namespace tether {
 namespace {
 
-using ::testing::ElementsAre;
-using ::testing::HasSubstr;
 using internal::LinkState;
 using internal::PoolCore;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
 using DrainListener = ConnectionSource::DrainListener;
 
 class FakeLink final : public internal::Link {
@@ -565,8 +565,8 @@ TEST_F(PoolCoreTest, StatsCountEachKind) {
   auto l = std::make_shared<Listener>();
   EXPECT_EQ(MustPick(l), 1u);
   EXPECT_EQ(MustPick(l), 2u);
-  core_->OnLinkState(1, LinkState::kIdle);              // draining, held
-  core_->ReportDrainEnd(2, absl::UnavailableError("")); // suspect, held
+  core_->OnLinkState(1, LinkState::kIdle);               // draining, held
+  core_->ReportDrainEnd(2, absl::UnavailableError(""));  // suspect, held
   ConnectionPoolStats s = core_->Stats();
   EXPECT_EQ(s.open, 5u);  // 1, 2, 3 and replacements 4 (a) and 5 (b)
   EXPECT_EQ(s.ready, 1u);
@@ -651,8 +651,7 @@ TEST(HealthCodecTest, EncodesRequestAndDecodesResponse) {
   EXPECT_EQ(internal::DecodeHealthCheckResponseStatus(
                 std::string("\x12\x02hi\x08\x02", 6)),
             internal::kHealthNotServing);
-  EXPECT_EQ(internal::DecodeHealthCheckResponseStatus(std::string("\x08")),
-            -1);
+  EXPECT_EQ(internal::DecodeHealthCheckResponseStatus(std::string("\x08")), -1);
 }
 
 TEST(SingleChannelSourceTest, AlwaysConnectionOneNeverDrains) {

@@ -75,10 +75,10 @@ TEST(StatusIsTest, MatchesCodeOfStatusAndStatusOr) {
 TEST(StatusIsTest, MatchesMessageWithAMatcherOrAString) {
   absl::Status s = absl::UnavailableError("breaker 'quotes' is open");
   EXPECT_THAT(s, StatusIs(absl::StatusCode::kUnavailable, HasSubstr("open")));
-  EXPECT_THAT(s, StatusIs(absl::StatusCode::kUnavailable,
-                          "breaker 'quotes' is open"));
-  EXPECT_THAT(s, Not(StatusIs(absl::StatusCode::kUnavailable,
-                              HasSubstr("closed"))));
+  EXPECT_THAT(
+      s, StatusIs(absl::StatusCode::kUnavailable, "breaker 'quotes' is open"));
+  EXPECT_THAT(
+      s, Not(StatusIs(absl::StatusCode::kUnavailable, HasSubstr("closed"))));
   EXPECT_THAT(s, Not(StatusIs(absl::StatusCode::kNotFound, HasSubstr("open"))));
   EXPECT_THAT(s, Not(StatusIs(absl::StatusCode::kUnavailable, "open")));
 }
@@ -114,8 +114,7 @@ AttemptInfo Info(std::uint64_t attempt, AttemptReason reason, bool resumed,
 
 TEST(AttemptMatchersTest, ResumedAfterNeedsResumedAndTheSeq) {
   EXPECT_THAT(Info(2, AttemptReason::kReopen, true, 5), ResumedAfter(5));
-  EXPECT_THAT(Info(2, AttemptReason::kReopen, true, 5),
-              Not(ResumedAfter(4)));
+  EXPECT_THAT(Info(2, AttemptReason::kReopen, true, 5), Not(ResumedAfter(4)));
   // resume_after_seq is meaningless when not resumed.
   EXPECT_THAT(Info(1, AttemptReason::kFirst, false, 5), Not(ResumedAfter(5)));
   EXPECT_THAT(Info(1, AttemptReason::kFirst, false, 0), NotResumed());
@@ -144,12 +143,12 @@ TEST(AttemptMatchersTest, ReasonAndConnection) {
   const std::string described =
       DescribeMatcher<AttemptInfo>(AttemptReasonIs(AttemptReason::kReopen));
   EXPECT_THAT(described, HasSubstr("started for reason"));
-  EXPECT_THAT(described,
-              HasSubstr(std::string(AttemptReasonName(AttemptReason::kReopen))));
-  EXPECT_THAT(Explain<AttemptInfo>(AttemptReasonIs(AttemptReason::kReopen),
-                                   info),
-              HasSubstr(std::string(
-                  AttemptReasonName(AttemptReason::kMigration))));
+  EXPECT_THAT(
+      described,
+      HasSubstr(std::string(AttemptReasonName(AttemptReason::kReopen))));
+  EXPECT_THAT(
+      Explain<AttemptInfo>(AttemptReasonIs(AttemptReason::kReopen), info),
+      HasSubstr(std::string(AttemptReasonName(AttemptReason::kMigration))));
 }
 
 struct Req {
@@ -167,8 +166,8 @@ TEST(RequestMatchersTest, ReadsTheResumeFieldThroughAnyGetter) {
   Req resumed{"k", 42};
   EXPECT_THAT(resumed, RequestResumedAfter(&Req::after, 42));
   EXPECT_THAT(resumed, RequestResumedAfter(&Req::after_seq, 42));
-  EXPECT_THAT(resumed, RequestResumedAfter(
-                           [](const Req& r) { return r.after; }, 42));
+  EXPECT_THAT(resumed,
+              RequestResumedAfter([](const Req& r) { return r.after; }, 42));
   EXPECT_THAT(resumed, Not(RequestResumedAfter(&Req::after, 41)));
   EXPECT_THAT(first, NotResumedRequest(&Req::after));
   EXPECT_THAT(std::vector<Req>({first, resumed}),
@@ -180,7 +179,8 @@ TEST(RequestMatchersTest, ReadsTheResumeFieldThroughAnyGetter) {
             "whose resume position is 0");
 }
 
-// --- A stream on the fakes ----------------------------------------------------
+// --- A stream on the fakes
+// ----------------------------------------------------
 
 using Stream = ReconnectingStream<Req, Resp>;
 using Transport = testing::FakeTransport<Req, Resp>;
@@ -249,18 +249,18 @@ TEST_F(FakeStreamTest, MockObserverSeesEveryEventInOrder) {
                 OnAttemptStarted(AllOf(AttemptReasonIs(AttemptReason::kFirst),
                                        NotResumed(), OnConnection(1))));
     EXPECT_CALL(*observer, OnFirstMessage(NotResumed(), absl::ZeroDuration()));
-    EXPECT_CALL(*observer,
-                OnAttemptEnded(NotResumed(),
-                               StatusIs(absl::StatusCode::kUnavailable),
-                               EndClass::kDrain, false));
+    EXPECT_CALL(
+        *observer,
+        OnAttemptEnded(NotResumed(), StatusIs(absl::StatusCode::kUnavailable),
+                       EndClass::kDrain, false));
     // Progress was made: the reopen waits no backoff.
     EXPECT_CALL(*observer, OnBackoff(absl::ZeroDuration(),
                                      StatusIs(absl::StatusCode::kUnavailable)));
     // Attempt 2 resumes after seq 2; the server repeats 2 and then fails
     // for good.
-    EXPECT_CALL(*observer, OnAttemptStarted(AllOf(
-                               AttemptReasonIs(AttemptReason::kReopen),
-                               ResumedAfter(2))));
+    EXPECT_CALL(*observer,
+                OnAttemptStarted(AllOf(AttemptReasonIs(AttemptReason::kReopen),
+                                       ResumedAfter(2))));
     EXPECT_CALL(*observer, OnFirstMessage(ResumedAfter(2), _));
     EXPECT_CALL(*observer, OnDuplicateDropped(2, 2));
     EXPECT_CALL(*observer,
@@ -337,9 +337,9 @@ TEST_F(FakeStreamTest, ScriptedGoawayMovesTheStreamToAnotherConnection) {
   EXPECT_CALL(*observer, OnConnectionDraining(1, Eq("GOAWAY")));
   // Any attempt may start; the migration must.
   EXPECT_CALL(*observer, OnAttemptStarted(_)).Times(::testing::AnyNumber());
-  EXPECT_CALL(*observer, OnAttemptStarted(AllOf(
-                             AttemptReasonIs(AttemptReason::kMigration),
-                             ResumedAfter(2), OnConnection(2))));
+  EXPECT_CALL(*observer,
+              OnAttemptStarted(AllOf(AttemptReasonIs(AttemptReason::kMigration),
+                                     ResumedAfter(2), OnConnection(2))));
   options_.observer = observer;
   transport_->Expect(Script().Messages({M(1), M(2)}).GoawayAfter(2));
   transport_->Expect(Script().Messages({M(3)}));
@@ -438,8 +438,8 @@ TEST(FakeTransportTest, GoawayWithoutASourceFailsTheTest) {
   options.clock = std::make_shared<testing::FakeClock>();
   std::unique_ptr<Stream> stream;
   EXPECT_NONFATAL_FAILURE(
-      stream = *Stream::Start(source, spec, options, [](Resp&&) {},
-                              [](const absl::Status&) {}),
+      stream = *Stream::Start(
+          source, spec, options, [](Resp&&) {}, [](const absl::Status&) {}),
       "has no FakeConnectionSource");
 }
 
@@ -455,11 +455,10 @@ TEST(MockBreakerObserverTest, SeesTheBreakerOpenAndReject) {
   o.observer = observer;
   EXPECT_CALL(*observer, OnRecorded(Eq("quotes"), Outcome::kFailure, _))
       .Times(2);
-  EXPECT_CALL(*observer,
-              OnStateChange(Eq("quotes"), BreakerState::kClosed,
-                            BreakerState::kOpen,
-                            ::testing::Field(&BreakerCounts::failed,
-                                             2u)));
+  EXPECT_CALL(
+      *observer,
+      OnStateChange(Eq("quotes"), BreakerState::kClosed, BreakerState::kOpen,
+                    ::testing::Field(&BreakerCounts::failed, 2u)));
   EXPECT_CALL(*observer, OnNotPermitted(Eq("quotes"), _));
   auto clock = std::make_shared<testing::FakeClock>();
   auto breaker = CircuitBreaker::Create(o, clock, 1);
@@ -476,8 +475,8 @@ TEST(MockBreakerObserverTest, SeesTheBreakerOpenAndReject) {
 
 TEST(MockConnectionObserverTest, IsAConnectionObserver) {
   auto mock = std::make_shared<StrictMock<testing::MockConnectionObserver>>();
-  EXPECT_CALL(*mock, OnConnectionSuspect(
-                         4, StatusIs(absl::StatusCode::kUnavailable)));
+  EXPECT_CALL(*mock,
+              OnConnectionSuspect(4, StatusIs(absl::StatusCode::kUnavailable)));
   std::shared_ptr<ConnectionObserver> observer = mock;
   observer->OnConnectionSuspect(4, absl::UnavailableError("early end"));
 }

@@ -8,46 +8,37 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "tether/circuit_breaker.h"
 #include "tether/classification.h"
 #include "tether/clock.h"
 
 namespace tether {
-
-class CircuitBreaker;
-
 namespace internal {
 
 // Wraps a stream's breaker, which may be absent (then every call is allowed
-// and nothing is recorded). Keeps the breaker's header out of the stream's.
+// and nothing is recorded).
 class BreakerGate {
  public:
-  enum Outcome { kSuccess, kFailure, kIgnored };
-
-  // A permit taken before an attempt; recorded exactly once.
-  class Ticket {
-   public:
-    Ticket(Ticket&&) noexcept;
-    Ticket& operator=(Ticket&&) noexcept;
-    ~Ticket();
-
-   private:
-    friend class BreakerGate;
-    struct Impl;
-    explicit Ticket(std::unique_ptr<Impl> impl);
-    std::unique_ptr<Impl> impl_;
-  };
+  using Ticket = CircuitBreaker::Permit;
+  static constexpr Outcome kSuccess = Outcome::kSuccess;
+  static constexpr Outcome kFailure = Outcome::kFailure;
+  static constexpr Outcome kIgnored = Outcome::kIgnored;
 
   BreakerGate(std::shared_ptr<CircuitBreaker> breaker,
-              std::shared_ptr<Clock> clock);
+              std::shared_ptr<Clock> clock)
+      : breaker_(std::move(breaker)), clock_(std::move(clock)) {}
 
   bool enabled() const { return breaker_ != nullptr; }
 
   // A permit, or UNAVAILABLE naming the open breaker and its last failure.
-  absl::StatusOr<Ticket> Acquire();
+  absl::StatusOr<Ticket> Acquire() { return breaker_->TryAcquire(); }
 
-  void Record(Ticket ticket, Outcome outcome, const absl::Status& cause);
+  void Record(Ticket ticket, Outcome outcome, const absl::Status& cause) {
+    breaker_->Record(std::move(ticket), outcome, cause);
+  }
 
-  // How long a refused stream waits before asking again.
+  // How long a refused stream waits before asking again: until the break
+  // ends, or (half-open with every probe out) a short while.
   absl::Duration RetryDelay() const;
 
   // What an attempt that ended before its first message tells the breaker:

@@ -12,6 +12,7 @@
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/support/client_callback.h"
+#include "tether/internal/tsan.h"
 #include "tether/transport.h"
 
 namespace tether {
@@ -49,6 +50,7 @@ class GrpcReadAttempt final : public grpc::ClientReadReactor<Response>,
     if (configure) configure(self->context_);
     start(connection.channel, &self->context_, &self->request_, self.get());
     self->AddHold();
+    HandOff(self.get());
     self->StartRead(&self->response_);
     self->StartCall();
     return self;
@@ -65,6 +67,7 @@ class GrpcReadAttempt final : public grpc::ClientReadReactor<Response>,
       }
       paused_ = false;
     }
+    HandOff(this);
     this->StartRead(&response_);
   }
 
@@ -77,16 +80,21 @@ class GrpcReadAttempt final : public grpc::ClientReadReactor<Response>,
       if (paused_ && !hold_released_) release = hold_released_ = true;
     }
     context_.TryCancel();
-    if (release) this->RemoveHold();
+    if (release) {
+      HandOff(this);
+      this->RemoveHold();
+    }
   }
 
   void OnReadDone(bool ok) override {
+    TakeOver(this);
     if (!ok) {
       ReleaseHold();
       return;
     }
     if (listener_->OnMessage(std::move(response_))) {
       response_ = Response();
+      HandOff(this);
       this->StartRead(&response_);
       return;
     }
@@ -105,10 +113,14 @@ class GrpcReadAttempt final : public grpc::ClientReadReactor<Response>,
       }
     }
     if (release) this->RemoveHold();
-    if (read_now) this->StartRead(&response_);
+    if (read_now) {
+      HandOff(this);
+      this->StartRead(&response_);
+    }
   }
 
   void OnDone(const grpc::Status& status) override {
+    TakeOver(this);
     {
       std::lock_guard<std::mutex> lock(mu_);
       done_ = true;
@@ -129,6 +141,7 @@ class GrpcReadAttempt final : public grpc::ClientReadReactor<Response>,
       if (hold_released_) return;
       hold_released_ = true;
     }
+    HandOff(this);
     this->RemoveHold();
   }
 

@@ -250,6 +250,7 @@ class StreamCore final
         on_done_(std::move(on_done)),
         callback_mode_(static_cast<bool>(on_message_)),
         migrate_on_drain_(options.migrate_on_drain),
+        fail_fast_on_open_breaker_(options.fail_fast_on_open_breaker),
         gap_policy_(options.gap_policy),
         progress_jitter_(options.reopen_after_progress_jitter),
         max_attempts_(options.max_attempts_without_progress),
@@ -287,6 +288,10 @@ class StreamCore final
       auto t = gate_.Acquire();
       if (!t.ok()) {
         if (reason == AttemptReason::kMigration) return;  // stay put
+        if (reason == AttemptReason::kFirst && fail_fast_on_open_breaker_) {
+          EndLocked(t.status(), p);
+          return;
+        }
         WaitForBreakerLocked(t.status(), p);
         return;
       }
@@ -294,8 +299,13 @@ class StreamCore final
     }
     absl::StatusOr<ConnectionPick> pick = source_->Pick(WeakListener());
     if (!pick.ok()) {
-      if (ticket) gate_.Record(*std::move(ticket), BreakerGate::kFailure,
-                               pick.status());
+      if (ticket) {
+        gate_.Record(*std::move(ticket),
+                     BreakerGate::IsConnectFailure(pick.status())
+                         ? BreakerGate::kFailure
+                         : BreakerGate::kIgnored,
+                     pick.status());
+      }
       if (reason == AttemptReason::kMigration) return;  // stay put
       ScheduleReopenLocked(pick.status(), /*progressed=*/false, p);
       return;
@@ -744,8 +754,10 @@ class StreamCore final
     cv_.notify_all();
   }
 
+  // Runs what was decided under the lock: observer calls first (so an
+  // attempt's start is reported before anything it delivers), then calls
+  // into attempts, then delivery.
   void Flush(Pending& p) {
-    for (auto& f : p.internal) f();
     if (!p.user.empty()) {
       bool run = false;
       {
@@ -765,6 +777,7 @@ class StreamCore final
         cv_.notify_all();
       }
     }
+    for (auto& f : p.internal) f();
     if (p.deliver) DeliverLoop();
   }
 
@@ -787,6 +800,7 @@ class StreamCore final
   const DoneFn on_done_;
   const bool callback_mode_;
   const bool migrate_on_drain_;
+  const bool fail_fast_on_open_breaker_;
   const GapPolicy gap_policy_;
   const absl::Duration progress_jitter_;
   const int max_attempts_;

@@ -84,8 +84,7 @@ class ResumedAfterMatcher {
  public:
   using is_gtest_matcher = void;
 
-  explicit ResumedAfterMatcher(absl::optional<std::uint64_t> seq)
-      : seq_(seq) {}
+  explicit ResumedAfterMatcher(absl::optional<std::uint64_t> seq) : seq_(seq) {}
 
   bool MatchAndExplain(const AttemptInfo& info,
                        ::testing::MatchResultListener* listener) const {
@@ -159,8 +158,7 @@ class RequestResumedAfterMatcher {
   template <class Request>
   bool MatchAndExplain(const Request& request,
                        ::testing::MatchResultListener* listener) const {
-    const auto got = static_cast<std::uint64_t>(
-        std::invoke(getter_, request));
+    const auto got = static_cast<std::uint64_t>(std::invoke(getter_, request));
     *listener << "whose resume position is " << got;
     return got == seq_;
   }
@@ -184,8 +182,8 @@ class RequestResumedAfterMatcher {
 
 // Matches an `absl::Status` or `absl::StatusOr<T>` whose code is `code`.
 inline internal_matchers::StatusIsMatcher StatusIs(absl::StatusCode code) {
-  return internal_matchers::StatusIsMatcher(
-      code, ::testing::A<const std::string&>());
+  return internal_matchers::StatusIsMatcher(code,
+                                            ::testing::A<const std::string&>());
 }
 
 // ... and whose message matches `message` (a matcher of std::string, or a

@@ -4,7 +4,7 @@
 // tether. Part of the `tether::tether_mocks` target (header-only; links
 // GoogleMock):
 //
-//   find_package(tether CONFIG REQUIRED)
+//   find_package(tether CONFIG REQUIRED COMPONENTS mocks)
 //   target_link_libraries(my_test PRIVATE tether::tether tether::tether_mocks
 //                                         GTest::gmock_main)
 //
@@ -72,8 +72,7 @@ class MockStreamObserver : public StreamObserver {
               (override));
   MOCK_METHOD(void, OnGaveUp, (const absl::Status& status), (override));
   MOCK_METHOD(void, OnConnectionDraining,
-              (std::uint64_t connection_id, absl::string_view why),
-              (override));
+              (std::uint64_t connection_id, absl::string_view why), (override));
 };
 
 // A `BackoffPolicy` whose every method is mocked, `Clone` included.

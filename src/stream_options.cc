@@ -28,6 +28,12 @@ absl::Status Validate(const ReconnectingStreamOptions& o) {
         "migration_handoff_timeout must be finite and > 0, got ",
         absl::FormatDuration(o.migration_handoff_timeout)));
   }
+  if (o.migration_jitter < absl::ZeroDuration() ||
+      o.migration_jitter == absl::InfiniteDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "migration_jitter must be finite and >= 0, got ",
+        absl::FormatDuration(o.migration_jitter)));
+  }
   if (o.max_buffered_messages < 1) {
     return absl::InvalidArgumentError(
         "max_buffered_messages must be >= 1, got 0");

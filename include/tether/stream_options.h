@@ -67,6 +67,12 @@ struct ReconnectingStreamOptions {
   // time). Default 2 s; > 0.
   absl::Duration migration_handoff_timeout = absl::Seconds(2);
 
+  // A migration starts after a random delay in [0, this): when one
+  // connection carrying thousands of streams drains, their new attempts are
+  // spread instead of arriving at once. The old attempts keep delivering
+  // meanwhile. Default 0 (move at once); >= 0 and finite.
+  absl::Duration migration_jitter = absl::ZeroDuration();
+
   // Messages read ahead of the application before reading pauses (flow
   // control). Default 32; >= 1.
   std::size_t max_buffered_messages = 32;

@@ -378,6 +378,9 @@ TEST_F(StreamTest, InvalidOptionsAreRejectedBeforeAnythingStarts) {
   o = options_;
   o.max_buffered_messages = 0;
   check(o, "max_buffered_messages");
+  o = options_;
+  o.migration_jitter = -absl::Milliseconds(1);
+  check(o, "migration_jitter");
   EXPECT_EQ(transport_->attempt_count(), 0u);
 
   ExponentialBackoffOptions b;
@@ -504,6 +507,29 @@ TEST_F(StreamTest, DrainMigratesMakeBeforeBreak) {
   // The old attempt's end was ours: no backoff, no new attempt.
   EXPECT_EQ(transport_->attempt_count(), 2u);
   EXPECT_TRUE(observer_->backoffs.empty());
+}
+
+TEST_F(StreamTest, MigrationJitterSpreadsTheMoves) {
+  options_.migration_jitter = absl::Milliseconds(100);
+  std::vector<std::unique_ptr<Stream>> streams;
+  for (int i = 0; i < 20; ++i) {
+    options_.random_seed = 100 + i;  // each stream draws its own delay
+    streams.push_back(StartStream());
+  }
+  ASSERT_EQ(transport_->attempt_count(), 20u);
+  for (int i = 0; i < 20; ++i) transport_->attempt(i)->Send(M(1));
+  source_->Drain(1);
+  EXPECT_EQ(transport_->attempt_count(), 20u);  // nobody moved yet
+  clock_->AdvanceBy(absl::Milliseconds(50));
+  const std::size_t halfway = transport_->attempt_count() - 20;
+  clock_->AdvanceBy(absl::Milliseconds(50));
+  EXPECT_EQ(transport_->attempt_count(), 40u);  // all moved within 100 ms
+  EXPECT_GT(halfway, 0u);
+  EXPECT_LT(halfway, 20u);
+  for (std::size_t i = 20; i < 40; ++i) {
+    EXPECT_NE(transport_->attempt(i)->connection_id(), 1u);
+    EXPECT_EQ(transport_->attempt(i)->request().after, 1u);
+  }
 }
 
 TEST_F(StreamTest, QuietStreamHandsOffAfterTimeout) {

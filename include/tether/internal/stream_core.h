@@ -188,7 +188,19 @@ class StreamCore final
           current_->live && !current_->cancel_requested &&
           current_->info.connection_id == connection_id &&
           !(old_ && old_->live)) {
-        StartMigrationLocked(p);
+        if (migration_jitter_ > absl::ZeroDuration()) {
+          // Spread the moves of many streams leaving one connection.
+          absl::Duration delay = absl::Seconds(absl::Uniform(
+              absl::IntervalClosedOpen, gen_, 0.0,
+              absl::ToDoubleSeconds(migration_jitter_)));
+          std::weak_ptr<StreamCore> weak = this->shared_from_this();
+          clock_->Cancel(handoff_timer_);
+          handoff_timer_ = clock_->RunAfter(delay, [weak] {
+            if (auto self = weak.lock()) self->OnMigrationRetry();
+          });
+        } else {
+          StartMigrationLocked(p);
+        }
       }
     }
     Flush(p);
@@ -218,9 +230,12 @@ class StreamCore final
     bool OnMessage(Response&& response) override {
       return core_->OnMessage(rec_, std::move(response));
     }
+    // Keeps the stream alive until the attempt drops its listener: the
+    // attempt decides on which thread that last release happens (never a
+    // gRPC callback thread; see GrpcReadAttempt::OnDone). The stream drops
+    // its handle on the attempt in OnAttemptDone, so no cycle remains.
     void OnDone(const absl::Status& status) override {
-      std::shared_ptr<StreamCore> core = std::move(core_);
-      core->OnAttemptDone(rec_, status);
+      core_->OnAttemptDone(rec_, status);
     }
 
    private:
@@ -256,6 +271,7 @@ class StreamCore final
         max_attempts_(options.max_attempts_without_progress),
         max_time_(options.max_time_without_progress),
         handoff_timeout_(options.migration_handoff_timeout),
+        migration_jitter_(options.migration_jitter),
         max_buffered_(options.max_buffered_messages) {
     if (initial_last_seq) {
       has_last_ = true;
@@ -300,11 +316,11 @@ class StreamCore final
     absl::StatusOr<ConnectionPick> pick = source_->Pick(WeakListener());
     if (!pick.ok()) {
       if (ticket) {
-        gate_.Record(*std::move(ticket),
-                     BreakerGate::IsConnectFailure(pick.status())
-                         ? BreakerGate::kFailure
-                         : BreakerGate::kIgnored,
-                     pick.status());
+        RecordLater(ticket,
+                    BreakerGate::IsConnectFailure(pick.status())
+                        ? BreakerGate::kFailure
+                        : BreakerGate::kIgnored,
+                    pick.status(), p);
       }
       if (reason == AttemptReason::kMigration) return;  // stay put
       ScheduleReopenLocked(pick.status(), /*progressed=*/false, p);
@@ -359,6 +375,19 @@ class StreamCore final
     if (resume) handle->Resume();
   }
 
+  // Records a breaker outcome after the stream's lock is released: the
+  // breaker calls its listeners and observer inline, and those may call back
+  // into this stream.
+  void RecordLater(absl::optional<BreakerGate::Ticket>& ticket,
+                   Outcome outcome, absl::Status cause, Pending& p) {
+    if (!ticket) return;
+    auto held = std::make_shared<BreakerGate::Ticket>(*std::move(ticket));
+    ticket.reset();
+    p.internal.push_back([this, held, outcome, cause = std::move(cause)] {
+      gate_.Record(std::move(*held), outcome, cause);
+    });
+  }
+
   void CancelAttemptLocked(const std::shared_ptr<AttemptRec>& rec,
                            Pending& p) {
     if (!rec || !rec->live || rec->cancel_requested) return;
@@ -406,10 +435,8 @@ class StreamCore final
         });
         // The replacement is live: hand off from the draining attempt.
         if (rec == current_ && old_) CancelAttemptLocked(old_, p);
-        if (rec->ticket) {
-          gate_.Record(*std::move(rec->ticket), BreakerGate::kSuccess, {});
-          rec->ticket.reset();
-        }
+        RecordLater(rec->ticket, BreakerGate::kSuccess,
+                    absl::OkStatus(), p);
       }
       more = AcceptLocked(rec, std::move(response), p);
     }
@@ -500,12 +527,10 @@ class StreamCore final
         end.received_messages = rec->got_message;
         cls = classifier_(end);
       }
-      if (rec->ticket) {
-        // No message arrived (a delivering attempt recorded success).
-        gate_.Record(*std::move(rec->ticket),
-                     BreakerGate::Classify(status, cls, by_client), status);
-        rec->ticket.reset();
-      }
+      // No message arrived if the ticket is still here (the first message
+      // records success).
+      RecordLater(rec->ticket,
+                  BreakerGate::Classify(status, cls, by_client), status, p);
       AttemptInfo info = rec->info;
       Notify(p, [info, status, cls, by_client](StreamObserver& o) {
         o.OnAttemptEnded(info, status, cls, by_client);
@@ -806,6 +831,7 @@ class StreamCore final
   const int max_attempts_;
   const absl::Duration max_time_;
   const absl::Duration handoff_timeout_;
+  const absl::Duration migration_jitter_;
   const std::size_t max_buffered_;
 
   Phase phase_ = Phase::kRunning;

@@ -1,0 +1,596 @@
+// Copyright 2026 The tether Authors. Licensed under the Apache License 2.0.
+//
+// Issue 3, tests 1-4: streams on a `ConnectionPool` leave a server that is
+// going away (GOAWAY, the "cancel before GOAWAY" ordering bug, health
+// NOT_SERVING, one address of a list shutting down), against real gRPC
+// servers on 127.0.0.1. Every wait is on an event with a generous deadline;
+// nothing sleeps. Timing bounds are far above what loopback needs (a move
+// takes a few ms) so that a loaded 2-core machine does not make them flaky.
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "absl/types/optional.h"
+#include "gmock/gmock.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "test/integration/stream_test_util.h"
+#include "test/support/tcp_proxy.h"
+#include "test/support/test_server.h"
+#include "tether/connection_pool.h"
+#include "tether/observer.h"
+#include "tether/reconnecting_stream.h"
+
+namespace tether {
+namespace testsupport {
+namespace {
+
+using ::testing::HasSubstr;
+
+// How long any single event may take before the test gives up. Generous:
+// the events themselves take milliseconds.
+constexpr absl::Duration kWait = absl::Seconds(30);
+constexpr int kStreams = 8;
+
+ReconnectingStreamOptions FastOptions(std::shared_ptr<StreamObserver> obs) {
+  ReconnectingStreamOptions o;
+  ExponentialBackoffOptions b;
+  b.initial_delay = absl::Milliseconds(20);
+  b.max_delay = absl::Milliseconds(200);
+  o.backoff = *ExponentialBackoff::Create(b);
+  o.observer = std::move(obs);
+  return o;
+}
+
+// What one stream handed the application.
+struct Delivered {
+  std::uint64_t last = 0;
+  int count = 0;
+  int out_of_order = 0;  // seq != last + 1: a loss or a duplicate
+  std::map<std::string, int> by_server;
+  std::map<std::string, absl::Time> first_from;  // first arrival per server
+  absl::optional<absl::Status> done;
+
+  int From(const std::string& server) const {
+    auto it = by_server.find(server);
+    return it == by_server.end() ? 0 : it->second;
+  }
+};
+
+// The application side of many streams, under one lock so that a test can
+// wait for a condition over all of them.
+class Fleet {
+ public:
+  explicit Fleet(int n) : streams_(n) {}
+
+  SeqStream::MessageCallback MessageFn(int i) {
+    return [this, i](tether::test::Event&& e) {
+      std::lock_guard<std::mutex> lock(mu_);
+      Delivered& d = streams_[i];
+      if (e.seq() != d.last + 1) ++d.out_of_order;
+      d.last = e.seq();
+      ++d.count;
+      ++d.by_server[e.server()];
+      d.first_from.emplace(e.server(), absl::Now());
+      cv_.notify_all();
+    };
+  }
+  SeqStream::DoneCallback DoneFn(int i) {
+    return [this, i](const absl::Status& s) {
+      std::lock_guard<std::mutex> lock(mu_);
+      streams_[i].done = s;
+      cv_.notify_all();
+    };
+  }
+
+  // Waits until `pred(i, stream i)` holds for every stream, or a stream
+  // ended (which no test here expects), or `timeout` passes. True if `pred`
+  // held for all.
+  bool WaitAll(const std::function<bool(int, const Delivered&)>& pred,
+               absl::Duration timeout) {
+    std::unique_lock<std::mutex> lock(mu_);
+    auto all = [&] {
+      for (int i = 0; i < size(); ++i) {
+        if (streams_[i].done.has_value() || !pred(i, streams_[i])) {
+          return false;
+        }
+      }
+      return true;
+    };
+    cv_.wait_for(lock, absl::ToChronoNanoseconds(timeout), [&] {
+      for (const Delivered& d : streams_) {
+        if (d.done.has_value()) return true;
+      }
+      return all();
+    });
+    return all();
+  }
+  bool WaitAll(const std::function<bool(const Delivered&)>& pred,
+               absl::Duration timeout) {
+    return WaitAll([&](int, const Delivered& d) { return pred(d); }, timeout);
+  }
+
+  // Waits for `n` more messages from `server` on every stream than when
+  // called.
+  bool WaitMoreFrom(const std::string& server, int n, absl::Duration timeout) {
+    std::vector<int> base;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (const Delivered& d : streams_) base.push_back(d.From(server));
+    }
+    return WaitAll(
+        [&](int i, const Delivered& d) { return d.From(server) >= base[i] + n; },
+        timeout);
+  }
+
+  Delivered Get(int i) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return streams_[i];
+  }
+  int size() const { return static_cast<int>(streams_.size()); }
+
+ private:
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<Delivered> streams_;
+};
+
+// One stream's attempts, as its observer saw them.
+class AttemptLog final : public StreamObserver {
+ public:
+  struct Entry {
+    AttemptInfo info;
+    bool ended = false;
+    bool got_message = false;
+    bool by_client = false;
+    absl::Status status;
+  };
+
+  void OnAttemptStarted(const AttemptInfo& info) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    entries_[info.attempt].info = info;
+  }
+  void OnFirstMessage(const AttemptInfo& info, absl::Duration) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    entries_[info.attempt].got_message = true;
+  }
+  void OnAttemptEnded(const AttemptInfo& info, const absl::Status& status,
+                      EndClass, bool by_client) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    Entry& e = entries_[info.attempt];
+    e.info = info;
+    e.ended = true;
+    e.by_client = by_client;
+    e.status = status;
+  }
+
+  std::vector<Entry> Entries() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<Entry> out;
+    for (const auto& e : entries_) out.push_back(e.second);
+    return out;
+  }
+  // Attempts after the first that ran on one of `connections`.
+  int LaterAttemptsOn(const std::set<std::uint64_t>& connections) const {
+    int n = 0;
+    for (const Entry& e : Entries()) {
+      if (e.info.attempt > 1 && connections.count(e.info.connection_id)) ++n;
+    }
+    return n;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::uint64_t, Entry> entries_;  // by attempt number
+};
+
+// Signalled once, from a destructor.
+class Gone {
+ public:
+  void Signal() {
+    std::lock_guard<std::mutex> lock(mu_);
+    gone_ = true;
+    cv_.notify_all();
+  }
+  bool Wait(absl::Duration timeout) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, absl::ToChronoNanoseconds(timeout),
+                        [&] { return gone_; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool gone_ = false;
+};
+
+// The pool's connection events, with waits. The pool owns it; its
+// destructor tells `gone` that the pool is gone.
+class ConnLog final : public ConnectionObserver {
+ public:
+  explicit ConnLog(std::shared_ptr<Gone> gone) : gone_(std::move(gone)) {}
+  ~ConnLog() override { gone_->Signal(); }
+
+  void OnConnectionReady(std::uint64_t id) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    ready_.insert(id);
+    cv_.notify_all();
+  }
+  void OnConnectionDraining(std::uint64_t id, absl::string_view why) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    draining_[id] = std::string(why);
+    cv_.notify_all();
+  }
+  void OnConnectionSuspect(std::uint64_t id, const absl::Status&) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    suspect_.insert(id);
+    cv_.notify_all();
+  }
+
+  bool WaitForReady(std::size_t n, absl::Duration timeout) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, absl::ToChronoNanoseconds(timeout),
+                        [&] { return ready_.size() >= n; });
+  }
+  std::map<std::uint64_t, std::string> draining() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return draining_;
+  }
+  std::set<std::uint64_t> draining_ids() const {
+    std::set<std::uint64_t> ids;
+    for (const auto& e : draining()) ids.insert(e.first);
+    return ids;
+  }
+  std::set<std::uint64_t> suspect() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return suspect_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::set<std::uint64_t> ready_;
+  std::map<std::uint64_t, std::string> draining_;
+  std::set<std::uint64_t> suspect_;
+  const std::shared_ptr<Gone> gone_;
+};
+
+// gRPC 1.51 on Linux runs callback-API work on one shared "callback
+// alternative" completion queue whose threads ("nexting_thread") are
+// created by the first Server or Channel that uses it and torn down when the
+// last one lets go. If that last release happens *on* one of those threads,
+// the teardown joins the thread it runs on (which fails silently) and
+// deletes the queue under it: a double free a moment later. Streams release
+// their channel (and the pool) when their last call's OnDone ends, on such
+// a thread, so a test whose servers are gone by then crashes the binary.
+// This holds one reference for the life of the process (deliberately
+// leaked), so the shared threads never go away while tests run. See
+// `StopStreamsAndWaitForPool` for the orderly teardown each test also does.
+void KeepGrpcCallbackThreads() {
+  static const bool kept = [] {
+    auto* channel = new std::shared_ptr<grpc::Channel>(grpc::CreateChannel(
+        "127.0.0.1:1", grpc::InsecureChannelCredentials()));
+    auto* context = new grpc::ClientContext;
+    context->set_deadline(std::chrono::system_clock::now());
+    auto* request = new tether::test::PingRequest;
+    auto* reply = new tether::test::PingReply;
+    auto done = std::make_shared<Gone>();
+    // A callback call is what makes a channel take its reference.
+    tether::test::SeqStream::NewStub(*channel)->async()->Ping(
+        context, request, reply, [done](grpc::Status) { done->Signal(); });
+    return done->Wait(kWait);
+  }();
+  ASSERT_TRUE(kept);
+}
+
+std::unique_ptr<TestServer> StartServer(const std::string& name) {
+  TestServerOptions o;
+  o.name = name;
+  auto server = std::make_unique<TestServer>(o);
+  absl::Status s = server->Start();
+  EXPECT_TRUE(s.ok()) << s;
+  return s.ok() ? std::move(server) : nullptr;
+}
+
+// Streams 0..n-1 over one pool, each with its own attempt log. Declared after
+// the servers, proxy and pool in each test, so that the streams go first.
+struct Streams {
+  explicit Streams(int n) : fleet(n) {}
+  ~Streams() { streams.clear(); }  // no callback after this
+
+  void StartAll(const std::shared_ptr<ConnectionPool>& pool) {
+    for (int i = 0; i < fleet.size(); ++i) {
+      logs.push_back(std::make_shared<AttemptLog>());
+      auto s = SeqStream::Start(pool, WatchSpec(absl::StrCat("k", i)),
+                                FastOptions(logs.back()), fleet.MessageFn(i),
+                                fleet.DoneFn(i));
+      ASSERT_TRUE(s.ok()) << s.status();
+      streams.push_back(*std::move(s));
+    }
+  }
+
+  // Every stream: no loss, no duplicate, no end. The streams still run, so
+  // the library's counters may be ahead of what the app has seen so far.
+  void ExpectClean() {
+    for (int i = 0; i < fleet.size(); ++i) {
+      const Delivered d = fleet.Get(i);
+      EXPECT_EQ(d.out_of_order, 0) << "stream " << i;
+      EXPECT_FALSE(d.done.has_value())
+          << "stream " << i << " ended: " << d.done.value_or(absl::OkStatus());
+      // Seqs 1..count, each once.
+      EXPECT_EQ(d.last, static_cast<std::uint64_t>(d.count)) << "stream " << i;
+      const StreamStats st = streams[i]->stats();
+      EXPECT_EQ(st.gaps, 0u) << "stream " << i;
+      EXPECT_GE(st.last_delivered_seq, d.last) << "stream " << i;
+      EXPECT_GE(st.messages_delivered, static_cast<std::uint64_t>(d.count))
+          << "stream " << i;
+    }
+  }
+
+  Fleet fleet;
+  std::vector<std::shared_ptr<AttemptLog>> logs;
+  std::vector<std::unique_ptr<SeqStream>> streams;
+};
+
+std::shared_ptr<ConnectionPool> MakePool(ConnectionPoolOptions o) {
+  auto pool = ConnectionPool::Create(std::move(o));
+  EXPECT_TRUE(pool.ok()) << pool.status();
+  return pool.ok() ? *pool : nullptr;
+}
+
+// Destroys the streams, drops the test's reference to the pool, and waits
+// until the pool is destroyed (its calls in flight hold it until they end),
+// so that no stream or pool work outlives the servers of the test.
+void StopStreamsAndWaitForPool(Streams& s,
+                               std::shared_ptr<ConnectionPool>& pool,
+                               Gone& pool_gone) {
+  s.streams.clear();
+  pool.reset();
+  EXPECT_TRUE(pool_gone.Wait(kWait)) << "the pool outlived its streams";
+}
+
+class DrainRollout : public ::testing::Test {
+ protected:
+  void SetUp() override { KeepGrpcCallbackThreads(); }
+
+  // Pool options with a fresh connection log, which the pool owns; `conns`
+  // stays valid while the pool lives, `pool_gone` is signalled when it dies.
+  ConnectionPoolOptions PoolOptions() {
+    auto log = std::make_shared<ConnLog>(pool_gone_);
+    conns_ = log.get();
+    ConnectionPoolOptions o;
+    o.observer = std::move(log);
+    return o;
+  }
+  ConnLog* conns() { return conns_; }
+  Gone& pool_gone() { return *pool_gone_; }
+
+ private:
+  std::shared_ptr<Gone> pool_gone_ = std::make_shared<Gone>();
+  ConnLog* conns_ = nullptr;
+};
+
+// 1. Graceful rollout behind a Service-like proxy: GOAWAY is the signal.
+TEST_F(DrainRollout, GracefulShutdownMovesEveryStreamToTheNewBackendAtOnce) {
+  auto a = StartServer("A");
+  auto b = StartServer("B");
+  ASSERT_TRUE(a && b);
+  TcpProxy proxy;
+  ASSERT_TRUE(proxy.Start().ok());
+  ASSERT_TRUE(proxy.SetBackend(a->address()).ok());
+  ConnectionPoolOptions po = PoolOptions();
+  ConnLog* conns = this->conns();
+  po.target = proxy.address();
+  auto pool = MakePool(std::move(po));
+  ASSERT_NE(pool, nullptr);
+
+  Streams s(kStreams);
+  s.StartAll(pool);
+  ASSERT_TRUE(s.fleet.WaitMoreFrom("A", 5, kWait));
+  ASSERT_TRUE(a->WaitForOpenStreams(kStreams, kWait));
+  const std::int64_t watches_on_a = a->stats().watches_started;
+  EXPECT_EQ(watches_on_a, kStreams);
+
+  ASSERT_TRUE(proxy.SetBackend(b->address()).ok());  // new connections -> B
+  const absl::Duration grace = absl::Seconds(5);
+  const absl::Time shutdown_at = absl::Now();
+  a->ShutdownAsync(grace);  // GOAWAY now; streams cut at +5 s
+
+  ASSERT_TRUE(s.fleet.WaitAll(
+      [](const Delivered& d) { return d.From("B") >= 3; }, kWait));
+  absl::Duration slowest = absl::ZeroDuration();
+  for (int i = 0; i < kStreams; ++i) {
+    const Delivered d = s.fleet.Get(i);
+    slowest = std::max(slowest, d.first_from.at("B") - shutdown_at);
+  }
+  // "Well before the deadline": loopback needs a few ms; 2 s leaves room for
+  // a loaded machine and is still far from the 5 s at which A cuts streams.
+  EXPECT_LT(slowest, absl::Seconds(2));
+  // With every stream moved and its old attempt cancelled, A finishes its
+  // shutdown long before the grace period ends.
+  ASSERT_TRUE(a->WaitForStopped(kWait));
+
+  s.ExpectClean();
+  // Zero attempts on A after its GOAWAY, counted at A and by the streams.
+  EXPECT_EQ(a->stats().watches_started, watches_on_a);
+  const std::set<std::uint64_t> drained = conns->draining_ids();
+  ASSERT_FALSE(drained.empty());
+  for (const auto& e : conns->draining()) {
+    EXPECT_THAT(e.second, HasSubstr("READY")) << "connection " << e.first;
+  }
+  for (int i = 0; i < kStreams; ++i) {
+    EXPECT_EQ(s.logs[i]->LaterAttemptsOn(drained), 0) << "stream " << i;
+    EXPECT_GE(s.streams[i]->stats().migrations, 1u) << "stream " << i;
+    // Every attempt after the first ran on B and resumed where A left off.
+    for (const AttemptLog::Entry& e : s.logs[i]->Entries()) {
+      if (e.info.attempt == 1) continue;
+      EXPECT_TRUE(e.info.resumed) << "stream " << i;
+      EXPECT_GT(e.info.resume_after_seq, 0u) << "stream " << i;
+    }
+  }
+  for (std::uint64_t after : b->after_seqs()) EXPECT_GT(after, 0u);
+  StopStreamsAndWaitForPool(s, pool, pool_gone());
+}
+
+// 2. The ordering bug: A ends its streams UNAVAILABLE before any GOAWAY and
+// keeps failing new ones for 300 ms while its connection stays READY.
+TEST_F(DrainRollout, CancelBeforeGoawayReachesTheOldServerAtMostOncePerStream) {
+  auto a = StartServer("A");
+  auto b = StartServer("B");
+  ASSERT_TRUE(a && b);
+  TcpProxy proxy;
+  ASSERT_TRUE(proxy.Start().ok());
+  ASSERT_TRUE(proxy.SetBackend(a->address()).ok());
+  ConnectionPoolOptions po = PoolOptions();
+  ConnLog* conns = this->conns();
+  po.target = proxy.address();
+  auto pool = MakePool(std::move(po));
+  ASSERT_NE(pool, nullptr);
+
+  Streams s(kStreams);
+  s.StartAll(pool);
+  ASSERT_TRUE(s.fleet.WaitMoreFrom("A", 5, kWait));
+  ASSERT_TRUE(a->WaitForOpenStreams(kStreams, kWait));
+  const std::int64_t watches_before = a->stats().watches_started;
+  ASSERT_EQ(watches_before, kStreams);
+
+  ASSERT_TRUE(proxy.SetBackend(b->address()).ok());
+  a->CancelFirstDrain(absl::Milliseconds(300));
+
+  ASSERT_TRUE(s.fleet.WaitAll(
+      [](const Delivered& d) { return d.From("B") >= 3; }, kWait));
+  ASSERT_TRUE(a->WaitForStopped(kWait));
+
+  s.ExpectClean();
+  // After the first UNAVAILABLE at most one attempt per stream reached A.
+  const std::int64_t after = a->stats().watches_started - watches_before;
+  EXPECT_LE(after, kStreams);
+  // The connection the streams were on became suspect (still READY when the
+  // streams ended), and per stream at most one later attempt used it.
+  const std::set<std::uint64_t> suspect = conns->suspect();
+  EXPECT_FALSE(suspect.empty());
+  std::set<std::uint64_t> old_conns = suspect;
+  for (std::uint64_t id : conns->draining_ids()) old_conns.insert(id);
+  for (int i = 0; i < kStreams; ++i) {
+    EXPECT_LE(s.logs[i]->LaterAttemptsOn(old_conns), 1) << "stream " << i;
+  }
+  StopStreamsAndWaitForPool(s, pool, pool_gone());
+}
+
+// 3. Readiness: A reports NOT_SERVING but keeps serving; the streams leave
+// it on the health signal alone, before any GOAWAY.
+TEST_F(DrainRollout, NotServingMovesStreamsWhileTheOldServerStillRuns) {
+  auto a = StartServer("A");
+  auto b = StartServer("B");
+  ASSERT_TRUE(a && b);
+  TcpProxy proxy;
+  ASSERT_TRUE(proxy.Start().ok());
+  ASSERT_TRUE(proxy.SetBackend(a->address()).ok());
+  ConnectionPoolOptions po = PoolOptions();
+  ConnLog* conns = this->conns();
+  po.target = proxy.address();
+  po.health_check = true;
+  auto pool = MakePool(std::move(po));
+  ASSERT_NE(pool, nullptr);
+
+  Streams s(kStreams);
+  s.StartAll(pool);
+  ASSERT_TRUE(s.fleet.WaitMoreFrom("A", 5, kWait));
+  const std::int64_t watches_on_a = a->stats().watches_started;
+
+  ASSERT_TRUE(proxy.SetBackend(b->address()).ok());
+  a->SetServing(false);
+
+  ASSERT_TRUE(s.fleet.WaitAll(
+      [](const Delivered& d) { return d.From("B") >= 3; }, kWait));
+  // A never stopped: the streams moved on readiness alone, and their old
+  // attempts were cancelled by the client once B delivered.
+  EXPECT_TRUE(a->running());
+  EXPECT_TRUE(a->WaitForOpenStreams(0, kWait));
+  EXPECT_EQ(a->stats().watches_started, watches_on_a);
+  const auto drained = conns->draining();
+  ASSERT_FALSE(drained.empty());
+  for (const auto& e : drained) {
+    EXPECT_THAT(e.second, HasSubstr("NOT_SERVING")) << "connection " << e.first;
+  }
+  s.ExpectClean();
+  for (int i = 0; i < kStreams; ++i) {
+    EXPECT_EQ(s.logs[i]->LaterAttemptsOn(conns->draining_ids()), 0)
+        << "stream " << i;
+  }
+  EXPECT_TRUE(a->running());
+  StopStreamsAndWaitForPool(s, pool, pool_gone());
+}
+
+// 4. An address list of three servers; one shuts down and its streams spread
+// over the other two.
+TEST_F(DrainRollout, StreamsOfAStoppedAddressSpreadOverTheOthers) {
+  auto a = StartServer("A");
+  auto b = StartServer("B");
+  auto c = StartServer("C");
+  ASSERT_TRUE(a && b && c);
+  ConnectionPoolOptions po = PoolOptions();
+  ConnLog* conns = this->conns();
+  po.addresses = {a->address(), b->address(), c->address()};
+  auto pool = MakePool(std::move(po));
+  ASSERT_NE(pool, nullptr);
+  // Spreading is least-loaded over READY connections: start once all three
+  // are READY, so that A gets its share.
+  ASSERT_TRUE(conns->WaitForReady(3, kWait));
+
+  constexpr int kMany = 12;
+  Streams s(kMany);
+  s.StartAll(pool);
+  ASSERT_TRUE(s.fleet.WaitAll([](const Delivered& d) { return d.count >= 5; },
+                              kWait));
+  std::vector<int> on_a;
+  for (int i = 0; i < kMany; ++i) {
+    const Delivered d = s.fleet.Get(i);
+    ASSERT_EQ(d.by_server.size(), 1u) << "stream " << i;
+    if (d.From("A") > 0) on_a.push_back(i);
+  }
+  ASSERT_GE(on_a.size(), 2u) << "A needs at least two streams to spread";
+  const std::int64_t watches_on_a = a->stats().watches_started;
+
+  a->ShutdownAsync(absl::Seconds(5));
+  // Each of A's streams delivers from B or C; the others go on.
+  ASSERT_TRUE(s.fleet.WaitAll(
+      [](const Delivered& d) {
+        return d.From("A") == 0 || d.From("B") + d.From("C") >= 3;
+      },
+      kWait));
+  ASSERT_TRUE(a->WaitForStopped(kWait));
+  int to_b = 0, to_c = 0;
+  for (int i : on_a) {
+    const Delivered d = s.fleet.Get(i);
+    if (d.From("B") > 0) ++to_b;
+    if (d.From("C") > 0) ++to_c;
+  }
+  EXPECT_GT(to_b, 0) << "no stream of A moved to B";
+  EXPECT_GT(to_c, 0) << "no stream of A moved to C";
+  EXPECT_EQ(to_b + to_c, static_cast<int>(on_a.size()));
+  EXPECT_EQ(a->stats().watches_started, watches_on_a);
+  s.ExpectClean();
+  for (int i = 0; i < kMany; ++i) {
+    EXPECT_EQ(s.logs[i]->LaterAttemptsOn(conns->draining_ids()), 0)
+        << "stream " << i;
+  }
+  StopStreamsAndWaitForPool(s, pool, pool_gone());
+}
+
+}  // namespace
+}  // namespace testsupport
+}  // namespace tether

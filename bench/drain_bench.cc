@@ -266,24 +266,6 @@ class ConnLog final : public tether::ConnectionObserver {
   const std::shared_ptr<Event> gone_;
 };
 
-// gRPC 1.51 (Linux) runs callback-API work on one shared completion queue
-// whose threads are torn down when the last Server/Channel using it goes; if
-// that happens on one of those threads (a stream's last call ending after
-// everything else is gone), the queue is freed under the running thread.
-// Holding one reference for the life of the process avoids that (leaked on
-// purpose). The streams' pool is also waited for before the servers go.
-void KeepGrpcCallbackThreads() {
-  auto* channel = new std::shared_ptr<grpc::Channel>(
-      grpc::CreateChannel("127.0.0.1:1", grpc::InsecureChannelCredentials()));
-  auto* context = new grpc::ClientContext;
-  context->set_deadline(std::chrono::system_clock::now());
-  auto* request = new tether::test::PingRequest;
-  auto* reply = new tether::test::PingReply;
-  auto done = std::make_shared<Event>();
-  tether::test::SeqStream::NewStub(*channel)->async()->Ping(
-      context, request, reply, [done](grpc::Status) { done->Signal(); });
-  done->Wait(kWait);
-}
 
 double Pct(std::vector<double> v, double p) {
   if (v.empty()) return NAN;
@@ -519,7 +501,6 @@ bool RunScenario(const Flags& f, bool cancel_first) {
 int main(int argc, char** argv) {
   Flags f;
   if (!ParseFlags(argc, argv, &f)) return 2;
-  KeepGrpcCallbackThreads();
   bool ok = true;
   if (f.scenario == "all" || f.scenario == "graceful") {
     ok = RunScenario(f, /*cancel_first=*/false) && ok;

@@ -489,12 +489,16 @@ class GrpcConnectionDriver final
       const ConnectionPoolOptions& options) {
     std::shared_ptr<GrpcConnectionDriver> driver(
         new GrpcConnectionDriver(options));
+    // Started under mu_, and Loop takes mu_ first: the thread can touch
+    // nothing (thread_ included) before thread_ is assigned.
+    std::lock_guard<std::mutex> lock(driver->mu_);
     driver->thread_ = std::thread([self = driver] { self->Loop(); });
     return driver;
   }
 
   ~GrpcConnectionDriver() override {
-    // Only reached once the thread has left Loop (it holds a reference).
+    // Only reached once the thread has left Loop (it holds a reference), and
+    // after Shutdown, which joined or detached it.
     if (thread_.joinable()) thread_.detach();
   }
 
@@ -508,13 +512,17 @@ class GrpcConnectionDriver final
   // once the queue is drained. Every link must already be closed (the core's
   // Shutdown does that, which also cancels the health watches).
   void Shutdown() {
+    bool on_loop_thread;
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (shutting_down_) return;
       shutting_down_ = true;
       MaybeShutdownQueueLocked();
+      // loop_thread_ is set by the thread itself before it runs any
+      // callback, so a callback dropping the pool always sees its own id.
+      on_loop_thread = std::this_thread::get_id() == loop_thread_;
     }
-    if (std::this_thread::get_id() == thread_.get_id()) {
+    if (on_loop_thread) {
       thread_.detach();
     } else {
       thread_.join();
@@ -560,9 +568,12 @@ class GrpcConnectionDriver final
   std::shared_ptr<grpc::ChannelCredentials> credentials_;
   std::weak_ptr<PoolCore> core_;
   grpc::CompletionQueue cq_;
+  // Assigned once in Create (under mu_); then used only by Shutdown and the
+  // destructor.
   std::thread thread_;
 
-  std::mutex mu_;  // guards the fields of every GrpcLink and shutting_down_
+  std::mutex mu_;  // guards the fields of every GrpcLink and those below
+  std::thread::id loop_thread_;  // set by Loop before its first callback
   bool shutting_down_ = false;
   bool queue_shut_down_ = false;
   int active_health_ = 0;  // health calls not yet finished
@@ -572,9 +583,9 @@ class GrpcConnectionDriver::GrpcLink final
     : public Link,
       public std::enable_shared_from_this<GrpcLink> {
  public:
-  GrpcLink(GrpcConnectionDriver* driver, std::uint64_t id,
+  GrpcLink(std::shared_ptr<GrpcConnectionDriver> driver, std::uint64_t id,
            std::shared_ptr<grpc::Channel> channel)
-      : driver_(driver), id_(id), channel_(channel) {}
+      : driver_(std::move(driver)), id_(id), channel_(std::move(channel)) {}
 
   std::shared_ptr<grpc::Channel> channel() override {
     std::lock_guard<std::mutex> lock(driver_->mu_);
@@ -597,7 +608,9 @@ class GrpcConnectionDriver::GrpcLink final
  private:
   friend class GrpcConnectionDriver;
 
-  GrpcConnectionDriver* const driver_;
+  // Owned: a link may be closed after the pool is gone (an idle timer that
+  // fired during the pool's destruction), and Close takes driver_->mu_.
+  const std::shared_ptr<GrpcConnectionDriver> driver_;
   const std::uint64_t id_;
   // All below guarded by driver_->mu_.
   std::shared_ptr<grpc::Channel> channel_;
@@ -630,7 +643,7 @@ std::shared_ptr<Link> GrpcConnectionDriver::Open(std::uint64_t id,
   args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   std::shared_ptr<grpc::Channel> channel =
       grpc::CreateCustomChannel(address, credentials_, args);
-  auto link = std::make_shared<GrpcLink>(this, id, channel);
+  auto link = std::make_shared<GrpcLink>(shared_from_this(), id, channel);
   std::lock_guard<std::mutex> lock(mu_);
   if (shutting_down_) {
     link->closed_ = true;
@@ -646,6 +659,11 @@ std::shared_ptr<Link> GrpcConnectionDriver::Open(std::uint64_t id,
 }
 
 void GrpcConnectionDriver::Loop() {
+  {
+    // Waits for Create to finish assigning thread_ (it holds mu_).
+    std::lock_guard<std::mutex> lock(mu_);
+    loop_thread_ = std::this_thread::get_id();
+  }
   void* tag = nullptr;
   bool ok = false;
   while (cq_.Next(&tag, &ok)) {

@@ -43,6 +43,7 @@
 #include "examples/common/service_proxy.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
+#include "tether/backoff.h"
 #include "tether/circuit_breaker.h"
 #include "tether/connection_pool.h"
 
@@ -322,7 +323,11 @@ int main(int argc, char** argv) {
   }
 
   // Clients.
+  // A demo compresses hours into seconds: breaks of 1-4 s (default 5-60 s)
+  // so the recovery after the outage shows within the run.
   tether::CircuitBreakerOptions bo;
+  bo.break_duration = absl::Seconds(1);
+  bo.max_break_duration = absl::Seconds(4);
   Client tether_client, naive_client;
   tether_client.name = "tether";
   naive_client.name = "naive";
@@ -349,6 +354,10 @@ int main(int argc, char** argv) {
   std::vector<std::unique_ptr<ex::TetherWatch>> tw;
   tether::ReconnectingStreamOptions so;
   so.breaker = tether_client.breaker;
+  // Backoff capped at 1 s (default 10 s), for the same reason.
+  tether::ExponentialBackoffOptions backoff;
+  backoff.max_delay = absl::Seconds(1);
+  so.backoff = tether::ExponentialBackoff::Create(backoff).value();
   for (auto& r : tether_client.recorders) {
     auto w = ex::TetherWatch::Start(*pool, r, so);
     if (!w.ok()) {

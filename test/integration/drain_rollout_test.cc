@@ -268,33 +268,6 @@ class ConnLog final : public ConnectionObserver {
   const std::shared_ptr<Gone> gone_;
 };
 
-// gRPC 1.51 on Linux runs callback-API work on one shared "callback
-// alternative" completion queue whose threads ("nexting_thread") are
-// created by the first Server or Channel that uses it and torn down when the
-// last one lets go. If that last release happens *on* one of those threads,
-// the teardown joins the thread it runs on (which fails silently) and
-// deletes the queue under it: a double free a moment later. Streams release
-// their channel (and the pool) when their last call's OnDone ends, on such
-// a thread, so a test whose servers are gone by then crashes the binary.
-// This holds one reference for the life of the process (deliberately
-// leaked), so the shared threads never go away while tests run. See
-// `StopStreamsAndWaitForPool` for the orderly teardown each test also does.
-void KeepGrpcCallbackThreads() {
-  static const bool kept = [] {
-    auto* channel = new std::shared_ptr<grpc::Channel>(grpc::CreateChannel(
-        "127.0.0.1:1", grpc::InsecureChannelCredentials()));
-    auto* context = new grpc::ClientContext;
-    context->set_deadline(std::chrono::system_clock::now());
-    auto* request = new tether::test::PingRequest;
-    auto* reply = new tether::test::PingReply;
-    auto done = std::make_shared<Gone>();
-    // A callback call is what makes a channel take its reference.
-    tether::test::SeqStream::NewStub(*channel)->async()->Ping(
-        context, request, reply, [done](grpc::Status) { done->Signal(); });
-    return done->Wait(kWait);
-  }();
-  ASSERT_TRUE(kept);
-}
 
 std::unique_ptr<TestServer> StartServer(const std::string& name) {
   TestServerOptions o;
@@ -364,7 +337,6 @@ void StopStreamsAndWaitForPool(Streams& s,
 
 class DrainRollout : public ::testing::Test {
  protected:
-  void SetUp() override { KeepGrpcCallbackThreads(); }
 
   // Pool options with a fresh connection log, which the pool owns; `conns`
   // stays valid while the pool lives, `pool_gone` is signalled when it dies.

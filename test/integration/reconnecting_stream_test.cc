@@ -18,8 +18,13 @@ namespace {
 
 constexpr absl::Duration kWait = absl::Seconds(30);
 
+// Short backoff so the tests move quickly. While a server is down, gRPC's own
+// channel backoff fails calls at once (TRANSIENT_FAILURE), so a fast backoff
+// burns attempts quickly: the attempt budget is raised to match, and the
+// time budget (2 min) bounds the wait.
 ReconnectingStreamOptions FastOptions() {
   ReconnectingStreamOptions o;
+  o.max_attempts_without_progress = 1000;
   ExponentialBackoffOptions b;
   b.initial_delay = absl::Milliseconds(20);
   b.max_delay = absl::Milliseconds(200);
@@ -58,7 +63,10 @@ TEST(StreamIntegration, SixteenStreamsSurviveServerReplacedOnSamePort) {
   TestServer b(b_opts);
   ASSERT_TRUE(b.Start().ok());
 
-  for (auto& c : collectors) ASSERT_TRUE(c->WaitForMoreFrom("B", 5, kWait));
+  for (auto& c : collectors) {
+    ASSERT_TRUE(c->WaitForMoreFrom("B", 5, kWait))
+        << (c->done() ? c->done()->ToString() : "no message from B in time");
+  }
   for (int i = 0; i < kStreams; ++i) {
     EXPECT_EQ(collectors[i]->out_of_order(), 0) << "stream " << i;
     EXPECT_FALSE(collectors[i]->done().has_value()) << "stream " << i;

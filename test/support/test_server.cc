@@ -19,43 +19,16 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "seqstream.grpc.pb.h"
 #include "seqstream.pb.h"
-
-// ThreadSanitizer cannot see the synchronization inside the system's gRPC
-// (not instrumented). gRPC does order every reaction of a reactor after the
-// calls that started the operation, so tell TSan: release before each gRPC
-// operation we start, acquire at the top of each reaction.
-#if defined(__SANITIZE_THREAD__)
-#define TETHER_TEST_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define TETHER_TEST_TSAN 1
-#endif
-#endif
-
-#ifdef TETHER_TEST_TSAN
-extern "C" void __tsan_acquire(void* addr);
-extern "C" void __tsan_release(void* addr);
-#endif
+#include "tether/internal/tsan.h"
 
 namespace tether {
 namespace testsupport {
 namespace {
 
-inline void HandOverToGrpc(void* addr) {
-#ifdef TETHER_TEST_TSAN
-  __tsan_release(addr);
-#else
-  (void)addr;
-#endif
-}
-
-inline void TakeBackFromGrpc(void* addr) {
-#ifdef TETHER_TEST_TSAN
-  __tsan_acquire(addr);
-#else
-  (void)addr;
-#endif
-}
+// TSan cannot see the system gRPC's own synchronization: mark the hand-off
+// before each operation we start and at the top of each reaction.
+inline void HandOverToGrpc(void* addr) { internal::HandOff(addr); }
+inline void TakeBackFromGrpc(void* addr) { internal::TakeOver(addr); }
 
 constexpr char kServiceName[] = "tether.test.SeqStream";
 constexpr char kDrainMessage[] = "server is shutting down";

@@ -59,6 +59,8 @@ ABSL_FLAG(bool, migrate_on_drain, true,
           "ReconnectingStreamOptions::migrate_on_drain");
 ABSL_FLAG(int, reopen_jitter_ms, 5,
           "ReconnectingStreamOptions::reopen_after_progress_jitter, ms");
+ABSL_FLAG(int, migration_jitter_ms, 0,
+          "ReconnectingStreamOptions::migration_jitter, ms (default 0)");
 ABSL_FLAG(int, timeout_s, 60, "give up waiting after this long (per phase)");
 ABSL_FLAG(bool, absl_deadlock_detection, false,
           "keep absl::Mutex deadlock detection on (Debian's abseil is built "
@@ -243,6 +245,8 @@ int main(int argc, char** argv) {
   so.migrate_on_drain = absl::GetFlag(FLAGS_migrate_on_drain);
   so.reopen_after_progress_jitter =
       absl::Milliseconds(absl::GetFlag(FLAGS_reopen_jitter_ms));
+  so.migration_jitter =
+      absl::Milliseconds(absl::GetFlag(FLAGS_migration_jitter_ms));
 
   std::vector<Slot> slots(static_cast<std::size_t>(n));
   std::vector<std::unique_ptr<Stream>> streams;
@@ -369,11 +373,12 @@ int main(int argc, char** argv) {
 
   std::printf(
       "settings: tick %d ms, drain deadline %d ms, migrate_on_drain %s, "
-      "reopen_after_progress_jitter %d ms, backoff default (100 ms x2, full "
-      "jitter), pool max_connections %d\n",
+      "reopen_after_progress_jitter %d ms, migration_jitter %d ms, backoff "
+      "default (100 ms x2, full jitter), pool max_connections %d\n",
       absl::GetFlag(FLAGS_tick_ms), absl::GetFlag(FLAGS_drain_ms),
       so.migrate_on_drain ? "true" : "false",
-      absl::GetFlag(FLAGS_reopen_jitter_ms), po.max_connections);
+      absl::GetFlag(FLAGS_reopen_jitter_ms),
+      absl::GetFlag(FLAGS_migration_jitter_ms), po.max_connections);
   std::printf(
       "pool saw the drain %.1f ms after Shutdown; the new replica held a "
       "watch for every stream %.0f ms after Shutdown (polled every 20 ms)\n",

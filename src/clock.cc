@@ -6,6 +6,7 @@
 #include <map>
 #include <mutex>
 #include <thread>
+#include <unordered_map>
 #include <utility>
 
 namespace tether {
@@ -18,8 +19,8 @@ class SteadyClock final : public Clock {
   SteadyClock() : thread_([this] { Loop(); }) { thread_.detach(); }
 
   absl::Time Now() override {
-    return absl::UnixEpoch() +
-           absl::FromChrono(std::chrono::steady_clock::now().time_since_epoch());
+    const auto since_start = std::chrono::steady_clock::now().time_since_epoch();
+    return absl::UnixEpoch() + absl::FromChrono(since_start);
   }
 
   TimerId RunAfter(absl::Duration delay, std::function<void()> fn) override {
@@ -27,19 +28,18 @@ class SteadyClock final : public Clock {
     TimerId id = ++last_id_;
     absl::Time due = Now() + std::max(delay, absl::ZeroDuration());
     timers_.emplace(std::make_pair(due, id), std::move(fn));
+    due_of_.emplace(id, due);
     cv_.notify_one();
     return id;
   }
 
   bool Cancel(TimerId id) override {
     std::lock_guard<std::mutex> lock(mu_);
-    for (auto it = timers_.begin(); it != timers_.end(); ++it) {
-      if (it->first.second == id) {
-        timers_.erase(it);
-        return true;
-      }
-    }
-    return false;
+    auto it = due_of_.find(id);
+    if (it == due_of_.end()) return false;
+    timers_.erase(std::make_pair(it->second, id));
+    due_of_.erase(it);
+    return true;
   }
 
  private:
@@ -57,6 +57,7 @@ class SteadyClock final : public Clock {
         continue;
       }
       std::function<void()> fn = std::move(it->second);
+      due_of_.erase(it->first.second);
       timers_.erase(it);
       lock.unlock();
       fn();
@@ -66,7 +67,9 @@ class SteadyClock final : public Clock {
 
   std::mutex mu_;
   std::condition_variable cv_;
+  // Ordered by due time; `due_of_` finds a timer by id for `Cancel`.
   std::map<std::pair<absl::Time, TimerId>, std::function<void()>> timers_;
+  std::unordered_map<TimerId, absl::Time> due_of_;
   TimerId last_id_ = 0;
   std::thread thread_;
 };

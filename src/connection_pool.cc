@@ -93,11 +93,6 @@ absl::string_view LinkStateName(LinkState s) {
 
 namespace {
 
-bool SameListener(const std::weak_ptr<ConnectionSource::DrainListener>& a,
-                  const std::weak_ptr<ConnectionSource::DrainListener>& b) {
-  return !a.owner_before(b) && !b.owner_before(a);
-}
-
 // Lower is better.
 int PickRank(LinkState s) {
   switch (s) {
@@ -206,7 +201,7 @@ absl::StatusOr<ConnectionPick> PoolCore::Pick(
         const int rank = PickRank(c.state);
         if (!c.Live() || rank < 0) continue;
         if (best == nullptr || rank < best_rank ||
-            (rank == best_rank && c.holders.size() < best->holders.size())) {
+            (rank == best_rank && c.picks < best->picks)) {
           best = &c;
           best_rank = rank;
         }
@@ -221,7 +216,8 @@ absl::StatusOr<ConnectionPick> PoolCore::Pick(
           clock_->Cancel(best->idle_timer);
           best->idle_timer = 0;
         }
-        best->holders.push_back(Holder{std::move(listener), false});
+        ++best->holders[std::move(listener)].picks;
+        ++best->picks;
         ConnectionPick pick;
         pick.connection_id = best->id;
         pick.channel = best->link->channel();
@@ -241,12 +237,11 @@ void PoolCore::Release(std::uint64_t connection_id,
     auto it = conns_.find(connection_id);
     if (it == conns_.end()) return;
     Conn& c = it->second;
-    for (auto h = c.holders.begin(); h != c.holders.end(); ++h) {
-      if (SameListener(h->listener, listener)) {
-        c.holders.erase(h);
-        MaybeRetireOrArmLocked(c, d);
-        break;
-      }
+    auto h = c.holders.find(listener);
+    if (h != c.holders.end()) {
+      if (--h->second.picks == 0) c.holders.erase(h);
+      --c.picks;
+      MaybeRetireOrArmLocked(c, d);
     }
   }
   Run(d);
@@ -292,16 +287,10 @@ void PoolCore::MarkDrainingLocked(Conn& c, std::string why, Deferred& d) {
     d.calls.push_back([obs, id, why] { obs->OnConnectionDraining(id, why); });
   }
   // Tell each distinct listener once.
-  for (std::size_t i = 0; i < c.holders.size(); ++i) {
-    Holder& h = c.holders[i];
+  for (auto& [listener, h] : c.holders) {
     if (h.told) continue;
     h.told = true;
-    for (std::size_t j = i + 1; j < c.holders.size(); ++j) {
-      if (SameListener(c.holders[j].listener, h.listener)) {
-        c.holders[j].told = true;
-      }
-    }
-    std::weak_ptr<DrainListener> weak = h.listener;
+    std::weak_ptr<DrainListener> weak = listener;
     d.calls.push_back([weak, id, why] {
       if (auto l = weak.lock()) l->OnConnectionDraining(id, why);
     });
@@ -318,7 +307,7 @@ void PoolCore::MarkDrainingLocked(Conn& c, std::string why, Deferred& d) {
 }
 
 void PoolCore::MaybeRetireOrArmLocked(Conn& c, Deferred& d) {
-  if (!c.holders.empty()) return;
+  if (c.picks != 0) return;
   if (!c.Live()) {
     RetireLocked(c.id, d);
     return;
@@ -345,7 +334,7 @@ void PoolCore::OnIdleTimer(std::uint64_t id, Clock::TimerId timer) {
     Conn& c = it->second;
     if (c.idle_timer != timer || timer == 0) return;
     c.idle_timer = 0;
-    if (c.holders.empty()) RetireLocked(id, d);
+    if (c.picks == 0) RetireLocked(id, d);
   }
   Run(d);
 }
@@ -412,7 +401,7 @@ ConnectionPoolStats PoolCore::Stats() {
   for (const auto& entry : conns_) {
     const Conn& c = entry.second;
     ++s.open;
-    s.picks += c.holders.size();
+    s.picks += c.picks;
     if (c.draining) {
       ++s.draining;
     } else if (c.suspect) {

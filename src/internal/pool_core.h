@@ -108,10 +108,15 @@ class PoolCore final : public ConnectionSource,
   bool IsOpen(std::uint64_t id);
 
  private:
+  // One entry per distinct listener holding picks on a connection (a stream
+  // holds up to two during a migration). Keyed by owner, so that finding a
+  // listener and telling each one once stay cheap with thousands of streams.
   struct Holder {
-    std::weak_ptr<DrainListener> listener;
+    std::size_t picks = 0;
     bool told = false;
   };
+  using Holders = std::map<std::weak_ptr<DrainListener>, Holder,
+                           std::owner_less<std::weak_ptr<DrainListener>>>;
   struct Conn {
     std::uint64_t id = 0;
     std::size_t group = 0;
@@ -120,7 +125,8 @@ class PoolCore final : public ConnectionSource,
     bool was_ready = false;
     bool draining = false;
     bool suspect = false;
-    std::vector<Holder> holders;  // one entry per pick held
+    Holders holders;
+    std::size_t picks = 0;  // picks held, over all holders
     Clock::TimerId idle_timer = 0;
     bool Live() const { return !draining && !suspect; }
   };

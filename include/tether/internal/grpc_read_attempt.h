@@ -3,13 +3,10 @@
 #ifndef TETHER_INTERNAL_GRPC_READ_ATTEMPT_H_
 #define TETHER_INTERNAL_GRPC_READ_ATTEMPT_H_
 
-#include <condition_variable>
 #include <functional>
 #include <memory>
 #include <mutex>
-#include <thread>
 #include <utility>
-#include <vector>
 
 #include "absl/status/status.h"
 #include "grpcpp/channel.h"
@@ -26,68 +23,21 @@ inline absl::Status ToAbslStatus(const grpc::Status& s) {
                       s.error_message());
 }
 
-// Drops references on a thread of its own, never on one of gRPC's.
-//
-// Why: gRPC 1.51 (epoll1 poller) runs every callback-API reaction of the
-// process on one shared completion queue served by a few "nexting_thread"s.
-// Each `grpc::Channel` that made a callback call, and each callback
-// `grpc::Server`, holds a reference to that queue. The release of the last
-// one shuts the queue down, joins those threads and frees the queue, on the
-// releasing thread. When that is a nexting thread, it cannot join itself (the
-// error is ignored), frees the queue and then polls it again: heap corruption
-// ("double free" in grpc_cq_internal_unref, "prior > 0" in ref_counted.h). A
-// reaction that drops the last reference to its own channel does exactly
-// that: the call's `ClientContext` holds the channel, so destroying an
-// attempt in `OnDone` can be that last release (for instance when the
-// servers went away first, as at a test's teardown). So attempts, and what
-// they keep alive (stream, pool, channels), are let go here instead.
-//
-// One thread per process, started on first use and never stopped; it holds
-// no lock while it drops references, so whatever destructors run there may
-// block briefly or call back into tether.
-class OffGrpcThreadReleaser {
- public:
-  static void Release(std::shared_ptr<void> ref) {
-    OffGrpcThreadReleaser& r = Get();
-    {
-      std::lock_guard<std::mutex> lock(r.mu_);
-      r.queue_.push_back(std::move(ref));
-    }
-    r.cv_.notify_one();
-  }
-
- private:
-  static OffGrpcThreadReleaser& Get() {
-    // Never destroyed: its thread may still run at exit.
-    static OffGrpcThreadReleaser* const releaser = new OffGrpcThreadReleaser();
-    return *releaser;
-  }
-
-  OffGrpcThreadReleaser() { std::thread([this] { Loop(); }).detach(); }
-
-  void Loop() {
-    std::vector<std::shared_ptr<void>> batch;
-    std::unique_lock<std::mutex> lock(mu_);
-    for (;;) {
-      cv_.wait(lock, [this] { return !queue_.empty(); });
-      batch.swap(queue_);
-      lock.unlock();
-      batch.clear();  // may destroy attempts, streams, pools, channels
-      lock.lock();
-    }
-  }
-
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<std::shared_ptr<void>> queue_;
-};
+// Drops `ref` on a thread tether owns (one per process, started on first
+// use), never on the caller's. gRPC 1.51 tears down its shared callback
+// queue when the last channel or server using it is released; if that happens
+// on one of the queue's own threads, the thread joins itself and the queue is
+// freed under it. A call's `OnDone` runs on such a thread and may hold the
+// last reference to its context (and so its channel), its stream, and through
+// the stream the pool, so it hands them here instead.
+void ReleaseOffGrpcThread(std::shared_ptr<void> ref);
 
 // One server-streaming call on a `grpc::ClientReadReactor`.
 //
 // Lifetime: it keeps itself alive (`self_`) until gRPC calls `OnDone`; the
 // stream may hold it longer. `OnDone` hands its last references to
-// `OffGrpcThreadReleaser` rather than dropping them on gRPC's thread. Reading: one read is outstanding at a time; when
-// the listener asks to pause, the next read is started by `Resume`. A hold
+// `ReleaseOffGrpcThread` rather than dropping them on gRPC's thread.
+// Reading: one read is outstanding at a time; when the listener asks to pause, the next read is started by `Resume`. A hold
 // taken before `StartCall` keeps `OnDone` from running while a paused read
 // might still be started from outside a reaction; it is released when reads
 // are over (a failed read, or `Cancel` while paused).
@@ -186,11 +136,11 @@ class GrpcReadAttempt final : public grpc::ClientReadReactor<Response>,
       done_ = true;
     }
     listener_->OnDone(ToAbslStatus(status));
-    // Not dropped here, on gRPC's thread: see OffGrpcThreadReleaser. The
+    // Not dropped here, on gRPC's thread: see ReleaseOffGrpcThread. The
     // listener goes first (it may hold the stream and its pool), then the
     // attempt itself, whose context holds the channel.
-    OffGrpcThreadReleaser::Release(std::move(listener_));
-    OffGrpcThreadReleaser::Release(std::move(self_));  // may delete this
+    ReleaseOffGrpcThread(std::move(listener_));
+    ReleaseOffGrpcThread(std::move(self_));  // may delete this
   }
 
  private:

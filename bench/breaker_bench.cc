@@ -38,11 +38,11 @@
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
 #include "seqstream.grpc.pb.h"
+#include "test/support/tcp_proxy.h"
+#include "test/support/test_server.h"
 #include "tether/circuit_breaker.h"
 #include "tether/connection_pool.h"
 #include "tether/reconnecting_stream.h"
-#include "test/support/tcp_proxy.h"
-#include "test/support/test_server.h"
 
 namespace {
 
@@ -277,23 +277,24 @@ int main(int argc, char** argv) {
     return o;
   };
 
-  std::printf("breaker_bench: %d streams, 2 replicas behind TCP proxies, "
-              "breaker: window %d, min %d calls, %.0f%%, break %s..%s, "
-              "%d probes\n",
-              kStreams, bo.window_size, bo.minimum_calls,
-              bo.failure_rate_threshold,
-              absl::FormatDuration(bo.break_duration).c_str(),
-              absl::FormatDuration(bo.max_break_duration).c_str(),
-              bo.half_open_permits);
+  std::printf(
+      "breaker_bench: %d streams, 2 replicas behind TCP proxies, "
+      "breaker: window %d, min %d calls, %.0f%%, break %s..%s, "
+      "%d probes\n",
+      kStreams, bo.window_size, bo.minimum_calls, bo.failure_rate_threshold,
+      absl::FormatDuration(bo.break_duration).c_str(),
+      absl::FormatDuration(bo.max_break_duration).c_str(),
+      bo.half_open_permits);
   if (!WaitForReady(pool, 2)) Die("pool never became ready");
 
   // --- 1. Rollouts ---------------------------------------------------------
   Fleet fleet;
   fleet.Start(kStreams, pool, make_options(absl::Minutes(2), true), "k");
   if (!waiter().WaitFor(
-          [&] { return fleet.AllProgressed(std::vector<std::uint64_t>(
-                                               fleet.slots.size(), 0),
-                                           1); },
+          [&] {
+            return fleet.AllProgressed(
+                std::vector<std::uint64_t>(fleet.slots.size(), 0), 1);
+          },
           kWait)) {
     Die("streams never delivered");
   }
@@ -322,8 +323,7 @@ int main(int argc, char** argv) {
       "streams alive\n"
       "  breaker transitions during rollouts: %llu (floor 0), state %s, "
       "failures %llu, successes %llu, ignored %llu, not permitted %llu\n",
-      kRollouts, kRollouts,
-      absl::ToDoubleSeconds(absl::Now() - rollouts_start),
+      kRollouts, kRollouts, absl::ToDoubleSeconds(absl::Now() - rollouts_start),
       fleet.slots.size() - fleet.Ended(), kStreams,
       static_cast<unsigned long long>(after.transitions - before.transitions),
       std::string(tether::BreakerStateName(after.state)).c_str(),
@@ -349,9 +349,8 @@ int main(int argc, char** argv) {
   const int opens_before = opens.load();
   const absl::Time down = absl::Now();
   for (Replica& r : replicas) r.pods[r.current]->Kill();
-  if (!waiter().WaitFor(
-          [&] { return doomed.Ended() == doomed.slots.size(); },
-          kGiveUp + absl::Seconds(30))) {
+  if (!waiter().WaitFor([&] { return doomed.Ended() == doomed.slots.size(); },
+                        kGiveUp + absl::Seconds(30))) {
     Die(absl::StrCat("only ", doomed.Ended(), " streams ended"));
   }
   absl::Duration slowest = absl::ZeroDuration();
@@ -376,8 +375,7 @@ int main(int argc, char** argv) {
       absl::ToDoubleSeconds(slowest), absl::ToDoubleSeconds(fastest),
       absl::ToDoubleSeconds(kGiveUp),
       slowest <= kGiveUp + absl::Seconds(1) ? "within" : "EXCEEDED",
-      unavailable, kStreams, naming_breaker,
-      opens.load() - opens_before);
+      unavailable, kStreams, naming_breaker, opens.load() - opens_before);
   doomed.streams.clear();
   doomed.slots.clear();
 
@@ -391,8 +389,7 @@ int main(int argc, char** argv) {
   };
   auto run_window = [&](bool with_breaker) {
     Fleet waiting;
-    waiting.Start(kStreams, pool, make_options(absl::Minutes(10),
-                                               with_breaker),
+    waiting.Start(kStreams, pool, make_options(absl::Minutes(10), with_breaker),
                   with_breaker ? "w" : "n");
     // Let the start-up burst pass (the first attempts of 1,000 new streams).
     waiter().WaitFor([] { return false; }, absl::Seconds(1));
@@ -449,8 +446,8 @@ int main(int argc, char** argv) {
   std::printf(
       "replicas back: breaker closed %.3f s later, all %d new streams "
       "delivering %.3f s later\n",
-      absl::ToDoubleSeconds(absl::FromUnixNanos(closed_at_ns) - up),
-      kStreams, absl::ToDoubleSeconds(all_flowing));
+      absl::ToDoubleSeconds(absl::FromUnixNanos(closed_at_ns) - up), kStreams,
+      absl::ToDoubleSeconds(all_flowing));
   back.streams.clear();
   return 0;
 }

@@ -182,8 +182,9 @@ class Book {
         if (!s.first_from.count(server)) return false;
       }
       return true;
-    }) && std::none_of(streams_.begin(), streams_.end(),
-                       [](const Stream& s) { return s.done; });
+    }) && std::none_of(streams_.begin(), streams_.end(), [](const Stream& s) {
+             return s.done;
+           });
   }
 
   std::vector<Stream> Snapshot() const {
@@ -265,7 +266,6 @@ class ConnLog final : public tether::ConnectionObserver {
   std::map<std::uint64_t, absl::Time> signalled_;
   const std::shared_ptr<Event> gone_;
 };
-
 
 double Pct(std::vector<double> v, double p) {
   if (v.empty()) return NAN;
@@ -439,16 +439,16 @@ bool RunScenario(const Flags& f, bool cancel_first) {
   const double p99 = Pct(to_delivered, 0.99);
   const bool ok = p99 < 20.0 && late_attempts == 0 && errors == 0 &&
                   lost == 0 && dups == 0 && timeouts == 0;
-  std::printf("\n[%s] %d streams x %d rollouts, tick %d ms, reopen jitter %d ms"
-              "\n",
-              name, f.streams, f.rollouts, f.tick_ms, f.jitter_ms);
+  std::printf(
+      "\n[%s] %d streams x %d rollouts, tick %d ms, reopen jitter %d ms"
+      "\n",
+      name, f.streams, f.rollouts, f.tick_ms, f.jitter_ms);
   std::printf("  signal -> first message delivered from new replica: %s\n",
               Dist(to_delivered).c_str());
   std::printf("  signal -> first message received on the new attempt: %s\n",
               Dist(to_received).c_str());
   std::printf("  signal -> pool marks the connection %s: %s\n",
-              cancel_first ? "suspect" : "draining",
-              Dist(signal_seen).c_str());
+              cancel_first ? "suspect" : "draining", Dist(signal_seen).c_str());
   std::printf("  pool mark -> first message delivered: %s\n",
               Dist(seen_to_deliv).c_str());
   std::printf("  breakdown: signal -> new attempt started: %s\n",
@@ -459,25 +459,28 @@ bool RunScenario(const Flags& f, bool cancel_first) {
               Dist(to_opened).c_str());
   std::printf("             signal -> replacement connection READY: %s\n",
               Dist(to_ready).c_str());
-  std::printf("  attempts on a draining/suspect connection after its signal: "
-              "%lld (client side); watches reaching the old replica after the "
-              "signal: %lld\n",
-              static_cast<long long>(late_attempts),
-              static_cast<long long>(late_at_server));
-  std::printf("  attempts: %lld total, %lld migrations, %lld failed before a "
-              "message; connections opened: %zu; duplicates dropped by tether:"
-              " %lld\n",
-              static_cast<long long>(attempts),
-              static_cast<long long>(migrations),
-              static_cast<long long>(failed_attempts), conns->opened(),
-              static_cast<long long>(dropped));
-  std::printf("  app-visible errors %lld, lost %lld, duplicates %lld, "
-              "rollouts timed out %d\n",
-              static_cast<long long>(errors), static_cast<long long>(lost),
-              static_cast<long long>(dups), timeouts);
-  std::printf("  floors (p99 < 20 ms, 0 attempts on draining, 0 errors/lost/"
-              "dup): %s\n",
-              ok ? "MET" : "MISSED");
+  std::printf(
+      "  attempts on a draining/suspect connection after its signal: "
+      "%lld (client side); watches reaching the old replica after the "
+      "signal: %lld\n",
+      static_cast<long long>(late_attempts),
+      static_cast<long long>(late_at_server));
+  std::printf(
+      "  attempts: %lld total, %lld migrations, %lld failed before a "
+      "message; connections opened: %zu; duplicates dropped by tether:"
+      " %lld\n",
+      static_cast<long long>(attempts), static_cast<long long>(migrations),
+      static_cast<long long>(failed_attempts), conns->opened(),
+      static_cast<long long>(dropped));
+  std::printf(
+      "  app-visible errors %lld, lost %lld, duplicates %lld, "
+      "rollouts timed out %d\n",
+      static_cast<long long>(errors), static_cast<long long>(lost),
+      static_cast<long long>(dups), timeouts);
+  std::printf(
+      "  floors (p99 < 20 ms, 0 attempts on draining, 0 errors/lost/"
+      "dup): %s\n",
+      ok ? "MET" : "MISSED");
   std::fflush(stdout);
   streams.clear();
   std::weak_ptr<tether::ConnectionPool> weak_pool = pool;

@@ -205,8 +205,7 @@ struct Result {
 
 // Opens `n` streams of `v` (after a warm-up on the same channel), measures,
 // tears down.
-Result Measure(Variant v, const std::string& addr, int n, int warmup,
-               int id) {
+Result Measure(Variant v, const std::string& addr, int n, int warmup, int id) {
   std::vector<std::atomic<std::int64_t>> counts(static_cast<std::size_t>(n));
   std::shared_ptr<grpc::Channel> channel;
   std::shared_ptr<tether::ConnectionPool> pool;
@@ -330,8 +329,8 @@ int main(int argc, char** argv) {
     Result in[3];
     std::size_t have = 0;
     while (have < sizeof(in)) {
-      ssize_t k = read(rp[0], reinterpret_cast<char*>(in) + have,
-                       sizeof(in) - have);
+      ssize_t k =
+          read(rp[0], reinterpret_cast<char*>(in) + have, sizeof(in) - have);
       if (k <= 0) break;
       have += static_cast<std::size_t>(k);
     }
@@ -355,8 +354,8 @@ int main(int argc, char** argv) {
   std::printf("  %-26s %14s %14s %8s %10s\n", "", "pass 1", "pass 2", "mean",
               "vs raw");
   std::printf("  %-26s %14s %14s\n", "", "(raw,ch,pool)", "(pool,ch,raw)");
-  const double raw = (results[0][0].bytes_per_stream +
-                      results[1][0].bytes_per_stream) / 2;
+  const double raw =
+      (results[0][0].bytes_per_stream + results[1][0].bytes_per_stream) / 2;
   bool ok = true;
   for (int v = 0; v < 3; ++v) {
     double mean =
@@ -368,7 +367,10 @@ int main(int argc, char** argv) {
   }
   std::printf("  left behind after teardown (bytes/stream, pass 1 / pass 2):");
   for (int v = 0; v < 3; ++v) {
-    std::printf(" %s %.0f/%.0f;", v == 0 ? "raw" : v == 1 ? "ch" : "pool",
+    std::printf(" %s %.0f/%.0f;",
+                v == 0   ? "raw"
+                : v == 1 ? "ch"
+                         : "pool",
                 results[0][v].left_behind_per_stream,
                 results[1][v].left_behind_per_stream);
   }

@@ -115,9 +115,10 @@ int main(int argc, char** argv) {
     raw.insert(raw.end(), {r1, r2});
     tet.insert(tet.end(), {t1, t2});
     ratio.push_back((t1 + t2) / (r1 + r2));
-    std::printf("block %d: raw %.0f, tether %.0f, tether %.0f, raw %.0f "
-                "msg/s; ratio %.3f\n",
-                i + 1, r1, t1, t2, r2, ratio.back());
+    std::printf(
+        "block %d: raw %.0f, tether %.0f, tether %.0f, raw %.0f "
+        "msg/s; ratio %.3f\n",
+        i + 1, r1, t1, t2, r2, ratio.back());
     std::fflush(stdout);
   }
   const double r = Median(raw), t = Median(tet), m = Median(ratio);

@@ -69,8 +69,8 @@ ABSL_FLAG(bool, absl_deadlock_detection, false,
 
 namespace ex = ::tether::examples;
 namespace lv1 = ::tether::examples::ledger::v1;
-using Stream = tether::ReconnectingStream<lv1::WatchAccountRequest,
-                                          lv1::AccountEvent>;
+using Stream =
+    tether::ReconnectingStream<lv1::WatchAccountRequest, lv1::AccountEvent>;
 
 namespace {
 
@@ -94,8 +94,7 @@ struct Slot {
 // Records when every attempt of every stream started (lock-free append).
 class AttemptLog final : public tether::StreamObserver {
  public:
-  explicit AttemptLog(std::size_t capacity)
-      : ts_(capacity), first_(capacity) {}
+  explicit AttemptLog(std::size_t capacity) : ts_(capacity), first_(capacity) {}
   void OnAttemptStarted(const tether::AttemptInfo& info) override {
     std::size_t i = n_.fetch_add(1, std::memory_order_relaxed);
     if (i < ts_.size()) ts_[i].store(NowNs(), std::memory_order_relaxed);
@@ -238,8 +237,8 @@ int main(int argc, char** argv) {
   }
   std::shared_ptr<tether::ConnectionPool> pool = *pool_or;
 
-  auto log = std::make_shared<AttemptLog>(static_cast<std::size_t>(n) * 4 +
-                                          1024);
+  auto log =
+      std::make_shared<AttemptLog>(static_cast<std::size_t>(n) * 4 + 1024);
   tether::ReconnectingStreamOptions so;
   so.observer = log;
   so.migrate_on_drain = absl::GetFlag(FLAGS_migrate_on_drain);

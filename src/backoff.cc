@@ -16,11 +16,12 @@ absl::Status Validate(const ExponentialBackoffOptions& o) {
         absl::StrCat("backoff initial_delay must be finite and > 0, got ",
                      absl::FormatDuration(o.initial_delay)));
   }
-  if (o.max_delay < o.initial_delay || o.max_delay == absl::InfiniteDuration()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "backoff max_delay must be finite and >= initial_delay (",
-        absl::FormatDuration(o.initial_delay), "), got ",
-        absl::FormatDuration(o.max_delay)));
+  if (o.max_delay < o.initial_delay ||
+      o.max_delay == absl::InfiniteDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("backoff max_delay must be finite and >= initial_delay (",
+                     absl::FormatDuration(o.initial_delay), "), got ",
+                     absl::FormatDuration(o.max_delay)));
   }
   if (!(o.multiplier >= 1.0) || !std::isfinite(o.multiplier)) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -19,7 +19,8 @@ class SteadyClock final : public Clock {
   SteadyClock() : thread_([this] { Loop(); }) { thread_.detach(); }
 
   absl::Time Now() override {
-    const auto since_start = std::chrono::steady_clock::now().time_since_epoch();
+    const auto since_start =
+        std::chrono::steady_clock::now().time_since_epoch();
     return absl::UnixEpoch() + absl::FromChrono(since_start);
   }
 

@@ -16,7 +16,9 @@ namespace {
 // (destructors may block briefly or call back into tether).
 class Releaser {
  public:
-  Releaser() { std::thread([this] { Loop(); }).detach(); }
+  Releaser() {
+    std::thread([this] { Loop(); }).detach();
+  }
 
   void Release(std::shared_ptr<void> ref) {
     {

@@ -24,15 +24,15 @@ absl::Status Validate(const ReconnectingStreamOptions& o) {
   }
   if (o.migration_handoff_timeout <= absl::ZeroDuration() ||
       o.migration_handoff_timeout == absl::InfiniteDuration()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "migration_handoff_timeout must be finite and > 0, got ",
-        absl::FormatDuration(o.migration_handoff_timeout)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("migration_handoff_timeout must be finite and > 0, got ",
+                     absl::FormatDuration(o.migration_handoff_timeout)));
   }
   if (o.migration_jitter < absl::ZeroDuration() ||
       o.migration_jitter == absl::InfiniteDuration()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "migration_jitter must be finite and >= 0, got ",
-        absl::FormatDuration(o.migration_jitter)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("migration_jitter must be finite and >= 0, got ",
+                     absl::FormatDuration(o.migration_jitter)));
   }
   if (o.max_buffered_messages < 1) {
     return absl::InvalidArgumentError(

@@ -39,9 +39,8 @@ absl::Status ParseShutdownMode(absl::string_view name, ShutdownMode* mode) {
       return absl::OkStatus();
     }
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("--shutdown must be graceful, cancel-first or abrupt, not '",
-                   name, "'"));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--shutdown must be graceful, cancel-first or abrupt, not '", name, "'"));
 }
 
 absl::Status Validate(const LedgerReplicaOptions& o) {
@@ -102,8 +101,7 @@ namespace {
 // mutex. The reactor is alive until OnDone; Finish is only called while no
 // write is in flight, so a write started by the ticker always finds it
 // alive.
-class WatchReactor final
-    : public grpc::ServerWriteReactor<lv1::AccountEvent> {
+class WatchReactor final : public grpc::ServerWriteReactor<lv1::AccountEvent> {
  public:
   WatchReactor(LedgerReplica::Impl* impl, std::string account,
                std::uint64_t after)
@@ -184,9 +182,9 @@ class WatchReactor final
 
 }  // namespace
 
-grpc::ServerWriteReactor<lv1::AccountEvent>*
-LedgerReplica::Impl::WatchAccount(grpc::CallbackServerContext* /*ctx*/,
-                                  const lv1::WatchAccountRequest* request) {
+grpc::ServerWriteReactor<lv1::AccountEvent>* LedgerReplica::Impl::WatchAccount(
+    grpc::CallbackServerContext* /*ctx*/,
+    const lv1::WatchAccountRequest* request) {
   auto* r = new WatchReactor(this, request->account(), request->after_seq());
   bool finish = false;
   {
@@ -227,9 +225,8 @@ void LedgerReplica::Impl::TickLoop() {
     next += tick;
     {
       absl::MutexLock lock(&mu_);
-      auto stop = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-        return stop_ticker_;
-      };
+      auto stop = [this]()
+                      ABSL_SHARED_LOCKS_REQUIRED(mu_) { return stop_ticker_; };
       auto now = std::chrono::steady_clock::now();
       if (next < now) next = now;  // fell behind: do not burst
       mu_.AwaitWithTimeout(absl::Condition(&stop),

@@ -163,8 +163,7 @@ absl::StatusOr<std::unique_ptr<TetherWatch>> TetherWatch::Start(
   w->stopping_ = std::make_shared<std::atomic<bool>>(false);
   StreamSpec<lv1::WatchAccountRequest, lv1::AccountEvent> spec;
   spec.start = [](const std::shared_ptr<grpc::Channel>& ch,
-                  grpc::ClientContext* ctx,
-                  const lv1::WatchAccountRequest* req,
+                  grpc::ClientContext* ctx, const lv1::WatchAccountRequest* req,
                   grpc::ClientReadReactor<lv1::AccountEvent>* r) {
     lv1::Ledger::NewStub(ch)->async()->WatchAccount(ctx, req, r);
   };
@@ -177,9 +176,8 @@ absl::StatusOr<std::unique_ptr<TetherWatch>> TetherWatch::Start(
   };
   base.observer = std::make_shared<Observer>(recorder);
   auto stopping = w->stopping_;
-  auto stream = ReconnectingStream<lv1::WatchAccountRequest,
-                                   lv1::AccountEvent>::
-      Start(
+  auto stream =
+      ReconnectingStream<lv1::WatchAccountRequest, lv1::AccountEvent>::Start(
           std::move(target), std::move(spec), std::move(base),
           [recorder](lv1::AccountEvent&& e) { recorder->OnEvent(e); },
           [recorder, stopping](const absl::Status& s) {
@@ -285,10 +283,9 @@ void NaiveWatch::Run() {
         if (p.ok()) permit = *std::move(p);
       }
       if (permit.has_value()) {
-        options_.breaker->Record(std::move(*permit),
-                                 end.ok() ? Outcome::kSuccess
-                                          : Outcome::kFailure,
-                                 end);
+        options_.breaker->Record(
+            std::move(*permit),
+            end.ok() ? Outcome::kSuccess : Outcome::kFailure, end);
       }
       recorder_->OnAttemptEnded(got, end);
       if (got) continue;  // reopen at once

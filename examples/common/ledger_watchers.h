@@ -108,8 +108,8 @@ class TetherWatch {
   TetherWatch() = default;
   std::shared_ptr<WatchRecorder> recorder_;
   std::shared_ptr<std::atomic<bool>> stopping_;
-  std::unique_ptr<ReconnectingStream<lv1::WatchAccountRequest,
-                                     lv1::AccountEvent>>
+  std::unique_ptr<
+      ReconnectingStream<lv1::WatchAccountRequest, lv1::AccountEvent>>
       stream_;
 };
 

@@ -91,9 +91,8 @@ absl::Status ServiceProxy::AddEndpoint(absl::string_view host_port) {
 
 void ServiceProxy::RemoveEndpoint(absl::string_view host_port) {
   absl::MutexLock lock(&mu_);
-  endpoints_.erase(
-      std::remove(endpoints_.begin(), endpoints_.end(), host_port),
-      endpoints_.end());
+  endpoints_.erase(std::remove(endpoints_.begin(), endpoints_.end(), host_port),
+                   endpoints_.end());
 }
 
 std::vector<std::string> ServiceProxy::endpoints() const {
@@ -195,8 +194,8 @@ void ServiceProxy::Pump(Conn* c) {
       }
       ssize_t off = 0;
       while (off < n) {
-        ssize_t w = send(to, buf + off, static_cast<size_t>(n - off),
-                         MSG_NOSIGNAL);
+        ssize_t w =
+            send(to, buf + off, static_cast<size_t>(n - off), MSG_NOSIGNAL);
         if (w <= 0) {
           open = false;
           break;

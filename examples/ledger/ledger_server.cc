@@ -16,8 +16,8 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
-#include "examples/common/flag_names.h"
 #include "absl/flags/usage.h"
+#include "examples/common/flag_names.h"
 #include "examples/common/ledger_replica.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:0", "HOST:PORT to listen on");

@@ -21,9 +21,9 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
-#include "examples/common/flag_names.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
+#include "examples/common/flag_names.h"
 #include "examples/common/ledger_watchers.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
@@ -59,8 +59,8 @@ int main(int argc, char** argv) {
   absl::Time epoch = absl::Now();
   std::vector<std::shared_ptr<ex::WatchRecorder>> recorders;
   for (int i = 0; i < accounts; ++i) {
-    recorders.push_back(std::make_shared<ex::WatchRecorder>(
-        absl::StrCat("acct-", i), epoch));
+    recorders.push_back(
+        std::make_shared<ex::WatchRecorder>(absl::StrCat("acct-", i), epoch));
   }
 
   std::shared_ptr<tether::ConnectionPool> pool;
@@ -91,8 +91,8 @@ int main(int argc, char** argv) {
     auto channel =
         grpc::CreateChannel(target, grpc::InsecureChannelCredentials());
     for (auto& r : recorders) {
-      naive_watches.push_back(
-          std::make_unique<ex::NaiveWatch>(channel, r, ex::NaiveWatchOptions{}));
+      naive_watches.push_back(std::make_unique<ex::NaiveWatch>(
+          channel, r, ex::NaiveWatchOptions{}));
     }
   }
 
@@ -118,9 +118,9 @@ int main(int argc, char** argv) {
                    r->last_error().c_str());
     }
   }
-  std::printf("%s\n", ex::CountsJson(mode, accounts, sum, max_stall,
-                                     migrations)
-                          .c_str());
+  std::printf(
+      "%s\n",
+      ex::CountsJson(mode, accounts, sum, max_stall, migrations).c_str());
   std::fflush(stdout);
   bool clean = sum.errors == 0 && sum.gaps == 0 && sum.duplicates == 0 &&
                sum.bad_events == 0 && sum.events > 0;

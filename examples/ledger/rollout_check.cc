@@ -22,11 +22,11 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
-#include "examples/common/flag_names.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "examples/common/flag_names.h"
 #include "examples/common/service_proxy.h"
 
 ABSL_FLAG(std::string, server, "", "path of ledger_server");
@@ -84,8 +84,8 @@ Child Spawn(const std::vector<std::string>& argv) {
 bool ReadAll(Child& c, absl::Time deadline) {
   char buf[4096];
   while (true) {
-    int ms = static_cast<int>(
-        absl::ToInt64Milliseconds(deadline - absl::Now()));
+    int ms =
+        static_cast<int>(absl::ToInt64Milliseconds(deadline - absl::Now()));
     if (ms <= 0) return false;
     pollfd pf{c.out, POLLIN, 0};
     if (poll(&pf, 1, ms) <= 0) continue;
@@ -100,8 +100,8 @@ std::string WaitReady(Child& c) {
   absl::Time deadline = absl::Now() + absl::Seconds(15);
   char buf[256];
   while (c.buffered.find('\n') == std::string::npos) {
-    int ms = static_cast<int>(
-        absl::ToInt64Milliseconds(deadline - absl::Now()));
+    int ms =
+        static_cast<int>(absl::ToInt64Milliseconds(deadline - absl::Now()));
     if (ms <= 0) Fail("replica did not print READY within 15 s");
     pollfd pf{c.out, POLLIN, 0};
     if (poll(&pf, 1, ms) <= 0) continue;
@@ -142,8 +142,7 @@ double JsonNumber(const std::string& json, const std::string& key) {
 }
 
 std::string LastLine(const std::string& out) {
-  std::vector<std::string> lines =
-      absl::StrSplit(out, '\n', absl::SkipEmpty());
+  std::vector<std::string> lines = absl::StrSplit(out, '\n', absl::SkipEmpty());
   return lines.empty() ? "" : lines.back();
 }
 
@@ -172,8 +171,7 @@ int main(int argc, char** argv) {
   auto start_replica = [&](int i) {
     std::string name = absl::StrCat("r", i, "-", generation++);
     Child c = Spawn({server, "--listen=127.0.0.1:0", "--replica=" + name,
-                     absl::StrCat("--tick-ms=", tick_ms),
-                     "--shutdown=" + mode,
+                     absl::StrCat("--tick-ms=", tick_ms), "--shutdown=" + mode,
                      absl::StrCat("--drain-ms=", drain_ms)});
     std::string addr = WaitReady(c);
     if (!proxy.AddEndpoint(addr).ok()) Fail("bad address " + addr);
@@ -188,11 +186,12 @@ int main(int argc, char** argv) {
   // The rollout below takes about replicas * (drain + 1.5 s); watch longer.
   const int duration_s = 3 + replicas * (drain_ms / 1000 + 3);
   auto watch_args = [&](const char* m) {
-    return std::vector<std::string>{
-        watch, "--target=" + proxy.address(),
-        absl::StrCat("--accounts=", accounts),
-        absl::StrCat("--duration=", duration_s), std::string("--mode=") + m,
-        "--give-up-after=30"};
+    return std::vector<std::string>{watch,
+                                    "--target=" + proxy.address(),
+                                    absl::StrCat("--accounts=", accounts),
+                                    absl::StrCat("--duration=", duration_s),
+                                    std::string("--mode=") + m,
+                                    "--give-up-after=30"};
   };
   Child tw = Spawn(watch_args("tether"));
   Child nw = Spawn(watch_args("naive"));
@@ -247,10 +246,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "FAIL: ledger_watch --mode=tether exited %d\n", trc);
     ++failures;
   }
-  std::printf("naive client (reported, not asserted): errors=%g reopens=%g "
-              "max_stall_ms=%g\n",
-              JsonNumber(nj, "errors"), JsonNumber(nj, "reopens"),
-              JsonNumber(nj, "max_stall_ms"));
+  std::printf(
+      "naive client (reported, not asserted): errors=%g reopens=%g "
+      "max_stall_ms=%g\n",
+      JsonNumber(nj, "errors"), JsonNumber(nj, "reopens"),
+      JsonNumber(nj, "max_stall_ms"));
   if (failures != 0) {
     KillAll();
     return 1;

@@ -157,27 +157,30 @@ bool SvgParses(const std::string& text, std::string* why) {
 std::string Escape(const std::string& s) {
   std::string o;
   for (char c : s) {
-    if (c == '<') o += "&lt;";
-    else if (c == '>') o += "&gt;";
-    else if (c == '&') o += "&amp;";
-    else o += c;
+    if (c == '<')
+      o += "&lt;";
+    else if (c == '>')
+      o += "&gt;";
+    else if (c == '&')
+      o += "&amp;";
+    else
+      o += c;
   }
   return o;
 }
 
 std::string RenderSvg(const std::vector<Client*>& clients,
                       const std::vector<Marker>& markers, double end_ms) {
-  static const char* kPalette[] = {"#4e79a7", "#f28e2b", "#59a14f",
-                                   "#e15759", "#76b7b2", "#edc948",
-                                   "#b07aa1", "#ff9da7", "#9c755f",
-                                   "#bab0ac", "#1b9e77", "#d95f02",
+  static const char* kPalette[] = {"#4e79a7", "#f28e2b", "#59a14f", "#e15759",
+                                   "#76b7b2", "#edc948", "#b07aa1", "#ff9da7",
+                                   "#9c755f", "#bab0ac", "#1b9e77", "#d95f02",
                                    "#7570b3", "#e7298a", "#66a61e"};
   std::map<std::string, std::string> colour;
   auto colour_of = [&](const std::string& replica) {
     auto it = colour.find(replica);
     if (it != colour.end()) return it->second;
-    std::string c = kPalette[colour.size() % (sizeof(kPalette) /
-                                              sizeof(kPalette[0]))];
+    std::string c =
+        kPalette[colour.size() % (sizeof(kPalette) / sizeof(kPalette[0]))];
     colour[replica] = c;
     return c;
   };
@@ -186,8 +189,7 @@ std::string RenderSvg(const std::vector<Client*>& clients,
   std::size_t lanes = 0;
   for (Client* c : clients) lanes += c->recorders.size();
   const double plot_w = width - left - right;
-  const double height =
-      top + lanes * lane + gap * clients.size() + 70;
+  const double height = top + lanes * lane + gap * clients.size() + 70;
   auto x = [&](double t) { return left + plot_w * t / end_ms; };
 
   std::ostringstream o;
@@ -199,9 +201,10 @@ std::string RenderSvg(const std::vector<Client*>& clients,
       width, height, width, height);
   o << "<title>tether rollout demo: one lane per watch, coloured by the "
        "replica serving it</title>\n";
-  o << absl::StrFormat("<rect x=\"0\" y=\"0\" width=\"%.0f\" height=\"%.0f\" "
-                       "fill=\"#ffffff\"/>\n",
-                       width, height);
+  o << absl::StrFormat(
+      "<rect x=\"0\" y=\"0\" width=\"%.0f\" height=\"%.0f\" "
+      "fill=\"#ffffff\"/>\n",
+      width, height);
   o << absl::StrFormat(
       "<text x=\"%.0f\" y=\"18\" font-size=\"14\" font-weight=\"bold\">"
       "Streams during rollouts: colour = serving replica, white = no "
@@ -268,10 +271,10 @@ int main(int argc, char** argv) {
   int watches = absl::GetFlag(FLAGS_watches);
   if (watches <= 0) watches = quick ? 8 : 32;
   const int tick_ms = absl::GetFlag(FLAGS_tick_ms);
-  const absl::Duration drain = quick ? absl::Milliseconds(500)
-                                     : absl::Milliseconds(1500);
-  const absl::Duration settle = quick ? absl::Milliseconds(500)
-                                      : absl::Milliseconds(1500);
+  const absl::Duration drain =
+      quick ? absl::Milliseconds(500) : absl::Milliseconds(1500);
+  const absl::Duration settle =
+      quick ? absl::Milliseconds(500) : absl::Milliseconds(1500);
   const absl::Duration outage = quick ? absl::Seconds(1) : absl::Seconds(3);
   if (tick_ms <= 0) {
     std::fprintf(stderr, "rollout_demo: --tick-ms must be > 0\n");
@@ -302,8 +305,7 @@ int main(int argc, char** argv) {
     absl::Status s = r->Start();
     if (s.ok()) s = proxy.AddEndpoint(r->address());
     if (!s.ok()) {
-      std::fprintf(stderr, "rollout_demo: replica: %s\n",
-                   s.ToString().c_str());
+      std::fprintf(stderr, "rollout_demo: replica: %s\n", s.ToString().c_str());
       return nullptr;
     }
     return r;
@@ -334,10 +336,10 @@ int main(int argc, char** argv) {
   for (Client* c : {&tether_client, &naive_client}) {
     bo.name = c->name;
     c->breaker = tether::CircuitBreaker::Create(bo).value();
-    c->breaker->AddListener([c, &phase](tether::BreakerState,
-                                        tether::BreakerState) {
-      c->transitions[std::clamp(phase.load(), 0, kPhases - 1)]++;
-    });
+    c->breaker->AddListener(
+        [c, &phase](tether::BreakerState, tether::BreakerState) {
+          c->transitions[std::clamp(phase.load(), 0, kPhases - 1)]++;
+        });
     for (int i = 0; i < watches; ++i) {
       c->recorders.push_back(std::make_shared<ex::WatchRecorder>(
           absl::StrCat("acct-", i), epoch, &phase));
@@ -348,7 +350,8 @@ int main(int argc, char** argv) {
   po.health_check = true;
   auto pool = tether::ConnectionPool::Create(std::move(po));
   if (!pool.ok()) {
-    std::fprintf(stderr, "rollout_demo: %s\n", pool.status().ToString().c_str());
+    std::fprintf(stderr, "rollout_demo: %s\n",
+                 pool.status().ToString().c_str());
     return 1;
   }
   std::vector<std::unique_ptr<ex::TetherWatch>> tw;
@@ -366,8 +369,8 @@ int main(int argc, char** argv) {
     }
     tw.push_back(*std::move(w));
   }
-  auto channel = grpc::CreateChannel(proxy.address(),
-                                     grpc::InsecureChannelCredentials());
+  auto channel =
+      grpc::CreateChannel(proxy.address(), grpc::InsecureChannelCredentials());
   std::vector<std::unique_ptr<ex::NaiveWatch>> nw;
   ex::NaiveWatchOptions no;
   no.breaker = naive_client.breaker;
@@ -375,18 +378,19 @@ int main(int argc, char** argv) {
   for (auto& r : naive_client.recorders) {
     nw.push_back(std::make_unique<ex::NaiveWatch>(channel, r, no));
   }
-  std::printf("rollout_demo: 3 replicas behind %s, %d tether + %d naive "
-              "watches, tick %d ms\n",
-              proxy.address().c_str(), watches, watches, tick_ms);
+  std::printf(
+      "rollout_demo: 3 replicas behind %s, %d tether + %d naive "
+      "watches, tick %d ms\n",
+      proxy.address().c_str(), watches, watches, tick_ms);
   std::fflush(stdout);
 
   absl::SleepFor(settle * 2);  // warm up
   for (int ph : {kGraceful, kCancelFirst, kAbrupt}) {
     phase = ph;
-    const ex::ShutdownMode mode =
-        ph == kGraceful      ? ex::ShutdownMode::kGraceful
-        : ph == kCancelFirst ? ex::ShutdownMode::kCancelFirst
-                             : ex::ShutdownMode::kAbrupt;
+    const ex::ShutdownMode mode = ph == kGraceful ? ex::ShutdownMode::kGraceful
+                                  : ph == kCancelFirst
+                                      ? ex::ShutdownMode::kCancelFirst
+                                      : ex::ShutdownMode::kAbrupt;
     std::printf("  %5.1fs rolling restart, %s replicas\n", now_ms() / 1000,
                 kPhaseNames[ph]);
     std::fflush(stdout);
@@ -441,10 +445,9 @@ int main(int argc, char** argv) {
   pool->reset();
 
   // The table.
-  std::printf(
-      "\n%-7s %-13s %8s %5s %5s %7s %8s %9s %9s %9s %8s\n", "client",
-      "rollout", "events", "lost", "dups", "errors", "reopens",
-      "drain-hit", "migr p50", "migr p99", "breaker");
+  std::printf("\n%-7s %-13s %8s %5s %5s %7s %8s %9s %9s %9s %8s\n", "client",
+              "rollout", "events", "lost", "dups", "errors", "reopens",
+              "drain-hit", "migr p50", "migr p99", "breaker");
   bool ok = true;
   for (Client* c : {&tether_client, &naive_client}) {
     for (int ph = kGraceful; ph < kPhases; ++ph) {
@@ -455,19 +458,17 @@ int main(int argc, char** argv) {
         auto m = Migrations(*r, markers, ph, tick_ms);
         mig.insert(mig.end(), m.begin(), m.end());
       }
-      std::string p50 = mig.empty() ? "-"
-                                    : absl::StrFormat("%.0fms",
-                                                      Percentile(mig, 0.5));
-      std::string p99 = mig.empty() ? "-"
-                                    : absl::StrFormat("%.0fms",
-                                                      Percentile(mig, 0.99));
+      std::string p50 =
+          mig.empty() ? "-" : absl::StrFormat("%.0fms", Percentile(mig, 0.5));
+      std::string p99 =
+          mig.empty() ? "-" : absl::StrFormat("%.0fms", Percentile(mig, 0.99));
       std::printf("%-7s %-13s %8d %5d %5d %7d %8d %9d %9s %9s %8d\n",
                   c->name.c_str(), kPhaseNames[ph],
                   static_cast<int>(sum.events), static_cast<int>(sum.lost),
                   static_cast<int>(sum.duplicates),
                   static_cast<int>(sum.errors), static_cast<int>(sum.reopens),
-                  static_cast<int>(sum.dead_attempts), p50.c_str(),
-                  p99.c_str(), c->transitions[ph].load());
+                  static_cast<int>(sum.dead_attempts), p50.c_str(), p99.c_str(),
+                  c->transitions[ph].load());
       if (c == &tether_client &&
           (sum.errors != 0 || sum.lost != 0 || sum.duplicates != 0 ||
            sum.bad_events != 0 || sum.events == 0)) {
@@ -489,8 +490,7 @@ int main(int argc, char** argv) {
     std::ofstream f(svg_path);
     f << svg;
     if (!f.good()) {
-      std::fprintf(stderr, "rollout_demo: cannot write %s\n",
-                   svg_path.c_str());
+      std::fprintf(stderr, "rollout_demo: cannot write %s\n", svg_path.c_str());
       return 1;
     }
   }
@@ -511,8 +511,9 @@ int main(int argc, char** argv) {
       return 1;
     }
     if (!ok) {
-      std::fprintf(stderr, "CHECK FAILED: tether lost, repeated or "
-                           "corrupted events, or the app saw an error\n");
+      std::fprintf(stderr,
+                   "CHECK FAILED: tether lost, repeated or "
+                   "corrupted events, or the app saw an error\n");
       return 1;
     }
     std::printf("check: OK\n");

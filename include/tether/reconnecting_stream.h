@@ -72,8 +72,8 @@ class Target {
       : source_(SingleChannelSource(std::move(channel))) {}
   Target(std::shared_ptr<ConnectionSource> source)  // NOLINT: implicit
       : source_(std::move(source)) {}
-  template <class Source, class = std::enable_if_t<std::is_base_of<
-                              ConnectionSource, Source>::value>>
+  template <class Source, class = std::enable_if_t<
+                              std::is_base_of<ConnectionSource, Source>::value>>
   Target(std::shared_ptr<Source> source)  // NOLINT: implicit
       : source_(std::move(source)) {}
 
@@ -140,8 +140,8 @@ class ReconnectingStream {
   // Like `Start`, for the blocking-reader style.
   static absl::StatusOr<std::unique_ptr<ReconnectingStream>> Open(
       Target target, Spec spec, ReconnectingStreamOptions options) {
-    return Make(std::move(target), std::move(spec), std::move(options),
-                nullptr, nullptr);
+    return Make(std::move(target), std::move(spec), std::move(options), nullptr,
+                nullptr);
   }
 
   ReconnectingStream(const ReconnectingStream&) = delete;
@@ -183,9 +183,9 @@ class ReconnectingStream {
         return absl::InvalidArgumentError(
             "StreamSpec.start is empty (and no attempt_factory was given)");
       }
-      spec.attempt_factory = internal::MakeGrpcReadAttemptFactory<Request,
-                                                                  Response>(
-          spec.start, spec.configure_context);
+      spec.attempt_factory =
+          internal::MakeGrpcReadAttemptFactory<Request, Response>(
+              spec.start, spec.configure_context);
     }
     if (spec.sequence_of && !spec.resume_after) {
       return absl::InvalidArgumentError(
@@ -196,12 +196,11 @@ class ReconnectingStream {
       return absl::InvalidArgumentError(
           "StreamSpec.resume_after is set but sequence_of is empty");
     }
-    auto core = Core::Create(target.source(), std::move(spec.attempt_factory),
-                             std::move(spec.request),
-                             std::move(spec.sequence_of),
-                             std::move(spec.resume_after),
-                             spec.initial_last_seq, std::move(options),
-                             std::move(on_message), std::move(on_done));
+    auto core = Core::Create(
+        target.source(), std::move(spec.attempt_factory),
+        std::move(spec.request), std::move(spec.sequence_of),
+        std::move(spec.resume_after), spec.initial_last_seq, std::move(options),
+        std::move(on_message), std::move(on_done));
     if (!core.ok()) return core.status();
     (*core)->StartFirst();
     return std::unique_ptr<ReconnectingStream>(

@@ -103,13 +103,13 @@ struct ReconnectingStreamOptions {
 
 // Counters of one stream, from `ReconnectingStream::stats()`.
 struct StreamStats {
-  std::uint64_t attempts = 0;             // attempts started
-  std::uint64_t migrations = 0;           // attempts started by a drain
-  std::uint64_t messages_delivered = 0;   // handed to the application
-  std::uint64_t duplicates_dropped = 0;   // seq <= last delivered
-  std::uint64_t gaps = 0;                 // seq > last delivered + 1
+  std::uint64_t attempts = 0;            // attempts started
+  std::uint64_t migrations = 0;          // attempts started by a drain
+  std::uint64_t messages_delivered = 0;  // handed to the application
+  std::uint64_t duplicates_dropped = 0;  // seq <= last delivered
+  std::uint64_t gaps = 0;                // seq > last delivered + 1
   bool has_last_seq = false;
-  std::uint64_t last_delivered_seq = 0;   // valid when has_last_seq
+  std::uint64_t last_delivered_seq = 0;  // valid when has_last_seq
 };
 
 // OK, or INVALID_ARGUMENT naming the first invalid field.

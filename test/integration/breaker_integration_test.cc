@@ -22,11 +22,11 @@
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
-#include "tether/circuit_breaker.h"
-#include "tether/connection_pool.h"
 #include "test/integration/stream_test_util.h"
 #include "test/support/tcp_proxy.h"
 #include "test/support/test_server.h"
+#include "tether/circuit_breaker.h"
+#include "tether/connection_pool.h"
 
 namespace tether {
 namespace testsupport {
@@ -46,9 +46,7 @@ constexpr BreakerState kHalfOpen = BreakerState::kHalfOpen;
 // reach a state without polling.
 class PoolEvents : public ConnectionObserver {
  public:
-  void OnConnectionOpened(std::uint64_t, absl::string_view) override {
-    Bump();
-  }
+  void OnConnectionOpened(std::uint64_t, absl::string_view) override { Bump(); }
   void OnConnectionReady(std::uint64_t) override { Bump(); }
   void OnConnectionDraining(std::uint64_t, absl::string_view) override {
     Bump();
@@ -244,8 +242,7 @@ class BreakerIntegrationTest : public ::testing::Test {
   }
 
   bool WaitForReady(std::size_t n) {
-    return events_->WaitFor([&] { return pool_->Stats().ready >= n; },
-                            kWait);
+    return events_->WaitFor([&] { return pool_->Stats().ready >= n; }, kWait);
   }
 
   // One replica's turn in a rollout, new pod first: start it, send new
@@ -258,8 +255,8 @@ class BreakerIntegrationTest : public ::testing::Test {
     ASSERT_TRUE(r.proxy.SetBackend(r.pods[next]->address()).ok());
     r.pod().Shutdown(absl::Milliseconds(500));
     r.current = next;
-    ASSERT_TRUE(WaitForReady(2)) << "pool never reconnected to "
-                                 << r.pod().name();
+    ASSERT_TRUE(WaitForReady(2))
+        << "pool never reconnected to " << r.pod().name();
   }
 
   std::unique_ptr<Replica> replicas_[2];

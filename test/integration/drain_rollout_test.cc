@@ -132,7 +132,9 @@ class Fleet {
       for (const Delivered& d : streams_) base.push_back(d.From(server));
     }
     return WaitAll(
-        [&](int i, const Delivered& d) { return d.From(server) >= base[i] + n; },
+        [&](int i, const Delivered& d) {
+          return d.From(server) >= base[i] + n;
+        },
         timeout);
   }
 
@@ -268,7 +270,6 @@ class ConnLog final : public ConnectionObserver {
   const std::shared_ptr<Gone> gone_;
 };
 
-
 std::unique_ptr<TestServer> StartServer(const std::string& name) {
   TestServerOptions o;
   o.name = name;
@@ -337,7 +338,6 @@ void StopStreamsAndWaitForPool(Streams& s,
 
 class DrainRollout : public ::testing::Test {
  protected:
-
   // Pool options with a fresh connection log, which the pool owns; `conns`
   // stays valid while the pool lives, `pool_gone` is signalled when it dies.
   ConnectionPoolOptions PoolOptions() {
@@ -526,8 +526,8 @@ TEST_F(DrainRollout, StreamsOfAStoppedAddressSpreadOverTheOthers) {
   constexpr int kMany = 12;
   Streams s(kMany);
   s.StartAll(pool);
-  ASSERT_TRUE(s.fleet.WaitAll([](const Delivered& d) { return d.count >= 5; },
-                              kWait));
+  ASSERT_TRUE(
+      s.fleet.WaitAll([](const Delivered& d) { return d.count >= 5; }, kWait));
   std::vector<int> on_a;
   for (int i = 0; i < kMany; ++i) {
     const Delivered d = s.fleet.Get(i);

@@ -87,8 +87,8 @@ TEST(StreamIntegration, StreamsGoOnWhenTheServerEndsThemEveryFewMessages) {
   o.end_every_n = 4;
   TestServer server(o);
   ASSERT_TRUE(server.Start().ok());
-  auto channel = grpc::CreateChannel(server.address(),
-                                     grpc::InsecureChannelCredentials());
+  auto channel =
+      grpc::CreateChannel(server.address(), grpc::InsecureChannelCredentials());
   constexpr int kStreams = 4;
   std::vector<std::unique_ptr<Collector>> collectors;
   std::vector<std::unique_ptr<SeqStream>> streams;
@@ -113,8 +113,8 @@ TEST(StreamIntegration, PermanentErrorEndsTheStreamAfterOneAttempt) {
   o.permanent_status = grpc::Status(grpc::StatusCode::NOT_FOUND, "no key");
   TestServer server(o);
   ASSERT_TRUE(server.Start().ok());
-  auto channel = grpc::CreateChannel(server.address(),
-                                     grpc::InsecureChannelCredentials());
+  auto channel =
+      grpc::CreateChannel(server.address(), grpc::InsecureChannelCredentials());
   Collector c;
   auto stream = *SeqStream::Start(channel, WatchSpec("k"), FastOptions(),
                                   c.MessageFn(), c.DoneFn());
@@ -129,8 +129,8 @@ TEST(StreamIntegration, PermanentErrorEndsTheStreamAfterOneAttempt) {
 TEST(StreamIntegration, BlockingReaderAndCancel) {
   TestServer server;
   ASSERT_TRUE(server.Start().ok());
-  auto channel = grpc::CreateChannel(server.address(),
-                                     grpc::InsecureChannelCredentials());
+  auto channel =
+      grpc::CreateChannel(server.address(), grpc::InsecureChannelCredentials());
   auto stream = *SeqStream::Open(channel, WatchSpec("k"), FastOptions());
   tether::test::Event e;
   for (std::uint64_t i = 1; i <= 20; ++i) {
@@ -149,8 +149,8 @@ TEST(StreamIntegration, DestroyingStreamsWithCallsInFlightIsClean) {
   o.tick = absl::ZeroDuration();  // as fast as flow control allows
   TestServer server(o);
   ASSERT_TRUE(server.Start().ok());
-  auto channel = grpc::CreateChannel(server.address(),
-                                     grpc::InsecureChannelCredentials());
+  auto channel =
+      grpc::CreateChannel(server.address(), grpc::InsecureChannelCredentials());
   for (int round = 0; round < 5; ++round) {
     std::vector<std::unique_ptr<Collector>> collectors;
     std::vector<std::unique_ptr<SeqStream>> streams;

@@ -92,11 +92,12 @@ class Collector {
       start = server.empty() ? count_ : by_server_[server];
     }
     return WaitFor(
-        [&](const Collector& c) {
-          int now = server.empty() ? c.count_ : c.CountFromLocked(server);
-          return now >= start + n || c.done_.has_value();
-        },
-        timeout) &&
+               [&](const Collector& c) {
+                 int now =
+                     server.empty() ? c.count_ : c.CountFromLocked(server);
+                 return now >= start + n || c.done_.has_value();
+               },
+               timeout) &&
            !done().has_value();
   }
 

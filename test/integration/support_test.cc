@@ -237,8 +237,8 @@ TEST(TestServerTest, GracefulShutdownSendsGoawayButStreamRunsToDeadline) {
   absl::Time start = absl::Now();
   server.ShutdownAsync(grace);
   // The GOAWAY moves the channel out of READY long before the deadline.
-  ASSERT_TRUE(channel->WaitForStateChange(GRPC_CHANNEL_READY,
-                                          DeadlineIn(kWait)));
+  ASSERT_TRUE(
+      channel->WaitForStateChange(GRPC_CHANNEL_READY, DeadlineIn(kWait)));
   absl::Duration to_goaway = absl::Now() - start;
   EXPECT_LT(to_goaway, absl::Milliseconds(500));
   EXPECT_NE(channel->GetState(false), GRPC_CHANNEL_READY);

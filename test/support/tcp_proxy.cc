@@ -65,8 +65,8 @@ struct TcpProxy::Conn {
   std::string backend;
   int directions_left = 2;  // Guarded by TcpProxy::mu_.
   bool closed = false;      // Guarded by TcpProxy::mu_.
-  std::thread up;    // client -> backend
-  std::thread down;  // backend -> client
+  std::thread up;           // client -> backend
+  std::thread down;         // backend -> client
 };
 
 TcpProxy::TcpProxy() = default;
@@ -187,9 +187,8 @@ void TcpProxy::AcceptLoop() {
     int server = -1;
     if (!backend.empty() && ParseHostPort(backend, &addr)) {
       server = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-      if (server >= 0 &&
-          connect(server, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) !=
-              0) {
+      if (server >= 0 && connect(server, reinterpret_cast<sockaddr*>(&addr),
+                                 sizeof(addr)) != 0) {
         close(server);
         server = -1;
       }
@@ -339,9 +338,7 @@ bool TcpProxy::WaitUntil(absl::Duration timeout,
 }
 
 bool TcpProxy::WaitForAccepted(int n, absl::Duration timeout) {
-  return WaitUntil(timeout, [this, n]() {
-    return accepted_ >= n;
-  });
+  return WaitUntil(timeout, [this, n]() { return accepted_ >= n; });
 }
 
 bool TcpProxy::WaitForTotalConnectionsTo(absl::string_view backend, int n,

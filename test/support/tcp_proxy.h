@@ -98,8 +98,7 @@ class TcpProxy {
   void Pump(Conn* conn, int from, int to);
   void FinishDirection(Conn* conn);
   void ReapLocked(std::list<std::unique_ptr<Conn>>* done);  // mu_ held.
-  bool WaitUntil(absl::Duration timeout,
-                 const std::function<bool()>& pred);
+  bool WaitUntil(absl::Duration timeout, const std::function<bool()>& pred);
 
   // std::mutex (not absl::Mutex) so that TSan sees the synchronization with
   // the system's uninstrumented abseil. `cv_` is notified on every change.

@@ -1,8 +1,8 @@
 // Copyright 2026 The tether Authors. Licensed under the Apache License 2.0.
 #include "test/support/test_server.h"
 
-#include <atomic>
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -91,7 +91,7 @@ class TickScheduler {
 
   std::mutex mu_;
   std::condition_variable cv_;
-  bool stop_ = false;  // Guarded by mu_.
+  bool stop_ = false;                                       // Guarded by mu_.
   std::multimap<SteadyTime, std::function<void()>> queue_;  // Guarded by mu_.
   std::thread thread_;  // Last: starts after the members above exist.
 };
@@ -347,8 +347,7 @@ class WatchReactor : public grpc::ServerWriteReactor<tether::test::Event> {
 
 namespace {
 
-class SeqStreamService final
-    : public tether::test::SeqStream::CallbackService {
+class SeqStreamService final : public tether::test::SeqStream::CallbackService {
  public:
   explicit SeqStreamService(TestServer::Impl* impl) : impl_(impl) {}
 
@@ -407,9 +406,8 @@ TestServer::Impl::~Impl() {
   // Pending ticks hold reactors alive; the scheduler is still running, so
   // they fire and let go.
   std::unique_lock<std::mutex> l(mu_);
-  if (!WaitLocked(l, absl::Seconds(30), [this] {
-        return live_reactors_ == 0;
-      })) {
+  if (!WaitLocked(l, absl::Seconds(30),
+                  [this] { return live_reactors_ == 0; })) {
     std::fprintf(stderr, "TestServer: reactors still alive at destruction\n");
     std::abort();
   }
@@ -473,8 +471,9 @@ void TestServer::Impl::Shutdown(absl::Duration grace) {
     run = run_;
   }
   if (run == nullptr) return;
-  auto deadline = std::chrono::system_clock::now() +
-                  absl::ToChronoNanoseconds(std::max(grace, absl::ZeroDuration()));
+  auto deadline =
+      std::chrono::system_clock::now() +
+      absl::ToChronoNanoseconds(std::max(grace, absl::ZeroDuration()));
   run->server->Shutdown(deadline);
   run->server->Wait();
   {
@@ -638,8 +637,7 @@ void TestServer::EndAllStreams(grpc::Status status) {
   impl_->EndAllStreams(status);
 }
 
-void TestServer::CancelFirstDrain(absl::Duration window,
-                                  absl::Duration grace) {
+void TestServer::CancelFirstDrain(absl::Duration window, absl::Duration grace) {
   impl_->CancelFirstDrain(window, grace);
 }
 
@@ -677,8 +675,7 @@ bool TestServer::WaitForWatches(std::int64_t n, absl::Duration timeout) {
       timeout);
 }
 
-bool TestServer::WaitForFailedWatches(std::int64_t n,
-                                      absl::Duration timeout) {
+bool TestServer::WaitForFailedWatches(std::int64_t n, absl::Duration timeout) {
   return WaitFor(
       [n](const TestServerStats& s) {
         return s.watches_failed_before_first >= n;
@@ -687,14 +684,13 @@ bool TestServer::WaitForFailedWatches(std::int64_t n,
 }
 
 bool TestServer::WaitForMessages(std::int64_t n, absl::Duration timeout) {
-  return WaitFor(
-      [n](const TestServerStats& s) { return s.messages_sent >= n; },
-      timeout);
+  return WaitFor([n](const TestServerStats& s) { return s.messages_sent >= n; },
+                 timeout);
 }
 
 bool TestServer::WaitForOpenStreams(std::int64_t n, absl::Duration timeout) {
-  return WaitFor(
-      [n](const TestServerStats& s) { return s.open_streams == n; }, timeout);
+  return WaitFor([n](const TestServerStats& s) { return s.open_streams == n; },
+                 timeout);
 }
 
 bool TestServer::WaitForStopped(absl::Duration timeout) {

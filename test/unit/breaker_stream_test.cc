@@ -250,8 +250,8 @@ TEST_F(BreakerStreamTest, ConnectFailuresOpenItAndStreamsEndWithinTheBound) {
   // Open for 10 s: no attempt at all, however long we look.
   for (int step = 0; step < 99; ++step) {
     clock_->AdvanceBy(absl::Milliseconds(100));
-    ASSERT_EQ(transport_->attempt_count(), 5u) << "at +" << (step + 1) * 100
-                                               << " ms";
+    ASSERT_EQ(transport_->attempt_count(), 5u)
+        << "at +" << (step + 1) * 100 << " ms";
   }
   EXPECT_EQ(breaker_->state(), kOpen);
   EXPECT_EQ(ended(), 0u);
@@ -278,8 +278,7 @@ TEST_F(BreakerStreamTest, ConnectFailuresOpenItAndStreamsEndWithinTheBound) {
     EXPECT_EQ(r.done->code(), absl::StatusCode::kUnavailable) << *r.done;
     EXPECT_THAT(std::string(r.done->message()),
                 AllOf(HasSubstr("circuit breaker 'svc.test:443' is open"),
-                      HasSubstr("last failure"),
-                      HasSubstr("failed to connect"),
+                      HasSubstr("last failure"), HasSubstr("failed to connect"),
                       HasSubstr("gave up after")))
         << "stream " << i;
     EXPECT_LE(r.done_at, t0 + options_.max_time_without_progress);

@@ -357,8 +357,8 @@ TEST_F(StreamTest, CallbacksAfterDestroyFromAnotherThreadDoNotRun) {
 
 TEST_F(StreamTest, InvalidOptionsAreRejectedBeforeAnythingStarts) {
   auto check = [&](ReconnectingStreamOptions o, absl::string_view field) {
-    auto s = Stream::Start(source_, Spec(), o, [](Resp&&) {},
-                           [](const absl::Status&) {});
+    auto s = Stream::Start(
+        source_, Spec(), o, [](Resp&&) {}, [](const absl::Status&) {});
     ASSERT_FALSE(s.ok());
     EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_THAT(std::string(s.status().message()), HasSubstr(field));
@@ -394,13 +394,13 @@ TEST_F(StreamTest, InvalidOptionsAreRejectedBeforeAnythingStarts) {
 
   Stream::Spec spec = Spec();
   spec.resume_after = nullptr;
-  auto s = Stream::Start(source_, spec, options_, [](Resp&&) {},
-                         [](const absl::Status&) {});
+  auto s = Stream::Start(
+      source_, spec, options_, [](Resp&&) {}, [](const absl::Status&) {});
   EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
   spec = Spec();
   spec.attempt_factory = nullptr;
-  s = Stream::Start(source_, spec, options_, [](Resp&&) {},
-                    [](const absl::Status&) {});
+  s = Stream::Start(
+      source_, spec, options_, [](Resp&&) {}, [](const absl::Status&) {});
   EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
   s = Stream::Start(source_, Spec(), options_, nullptr,
                     [](const absl::Status&) {});
@@ -432,7 +432,8 @@ TEST_F(StreamTest, WithoutSequenceNumbersReopenSendsTheFirstRequest) {
   spec.sequence_of = nullptr;
   spec.resume_after = nullptr;
   spec.request.after = 77;
-  transport_->Expect({{Resp{0, "a"}, Resp{0, "b"}}, {}, absl::UnavailableError("x")});
+  transport_->Expect(
+      {{Resp{0, "a"}, Resp{0, "b"}}, {}, absl::UnavailableError("x")});
   auto stream = StartStream(std::move(spec));
   clock_->RunDue();
   ASSERT_EQ(transport_->attempt_count(), 2u);
@@ -495,7 +496,7 @@ TEST_F(StreamTest, DrainMigratesMakeBeforeBreak) {
   EXPECT_NE(fresh->connection_id(), old->connection_id());
   EXPECT_EQ(fresh->request().after, 2u);
   EXPECT_FALSE(old->cancelled());
-  old->Send(M(3));  // the old stream still delivers during the overlap
+  old->Send(M(3));    // the old stream still delivers during the overlap
   fresh->Send(M(3));  // duplicate
   EXPECT_TRUE(old->cancelled());  // handed off on the first message
   fresh->Send(M(4));

@@ -37,10 +37,11 @@ void ReleaseOffGrpcThread(std::shared_ptr<void> ref);
 // Lifetime: it keeps itself alive (`self_`) until gRPC calls `OnDone`; the
 // stream may hold it longer. `OnDone` hands its last references to
 // `ReleaseOffGrpcThread` rather than dropping them on gRPC's thread.
-// Reading: one read is outstanding at a time; when the listener asks to pause, the next read is started by `Resume`. A hold
-// taken before `StartCall` keeps `OnDone` from running while a paused read
-// might still be started from outside a reaction; it is released when reads
-// are over (a failed read, or `Cancel` while paused).
+// Reading: one read is outstanding at a time; when the listener asks to pause,
+// the next read is started by `Resume`. A hold taken before `StartCall` keeps
+// `OnDone` from running while a paused read might still be started from outside
+// a reaction; it is released when reads are over (a failed read, or `Cancel`
+// while paused).
 template <class Request, class Response>
 class GrpcReadAttempt final : public grpc::ClientReadReactor<Response>,
                               public Attempt {

@@ -80,8 +80,7 @@ class StreamCore final
       std::shared_ptr<AttemptFactory<Request, Response>> factory,
       Request request, SequenceFn sequence_of, ResumeFn resume_after,
       absl::optional<std::uint64_t> initial_last_seq,
-      ReconnectingStreamOptions options, MessageFn on_message,
-      DoneFn on_done) {
+      ReconnectingStreamOptions options, MessageFn on_message, DoneFn on_done) {
     std::unique_ptr<BackoffPolicy> backoff;
     if (options.backoff) {
       backoff = options.backoff->Clone();
@@ -190,9 +189,9 @@ class StreamCore final
           !(old_ && old_->live)) {
         if (migration_jitter_ > absl::ZeroDuration()) {
           // Spread the moves of many streams leaving one connection.
-          absl::Duration delay = absl::Seconds(absl::Uniform(
-              absl::IntervalClosedOpen, gen_, 0.0,
-              absl::ToDoubleSeconds(migration_jitter_)));
+          absl::Duration delay = absl::Seconds(
+              absl::Uniform(absl::IntervalClosedOpen, gen_, 0.0,
+                            absl::ToDoubleSeconds(migration_jitter_)));
           std::weak_ptr<StreamCore> weak = this->shared_from_this();
           clock_->Cancel(handoff_timer_);
           handoff_timer_ = clock_->RunAfter(delay, [weak] {
@@ -347,13 +346,13 @@ class StreamCore final
     AttemptInfo info = rec->info;
     Notify(p, [info](StreamObserver& o) { o.OnAttemptStarted(info); });
     auto self = this->shared_from_this();
-    p.internal.push_back([self, rec, pick = *std::move(pick),
-                          request = std::move(request)]() {
-      auto listener = std::make_shared<Listener>(self, rec);
-      std::shared_ptr<Attempt> handle =
-          self->factory_->Start(pick, request, std::move(listener));
-      self->OnAttemptHandle(rec, std::move(handle));
-    });
+    p.internal.push_back(
+        [self, rec, pick = *std::move(pick), request = std::move(request)]() {
+          auto listener = std::make_shared<Listener>(self, rec);
+          std::shared_ptr<Attempt> handle =
+              self->factory_->Start(pick, request, std::move(listener));
+          self->OnAttemptHandle(rec, std::move(handle));
+        });
   }
 
   void OnAttemptHandle(const std::shared_ptr<AttemptRec>& rec,
@@ -378,8 +377,8 @@ class StreamCore final
   // Records a breaker outcome after the stream's lock is released: the
   // breaker calls its listeners and observer inline, and those may call back
   // into this stream.
-  void RecordLater(absl::optional<BreakerGate::Ticket>& ticket,
-                   Outcome outcome, absl::Status cause, Pending& p) {
+  void RecordLater(absl::optional<BreakerGate::Ticket>& ticket, Outcome outcome,
+                   absl::Status cause, Pending& p) {
     if (!ticket) return;
     auto held = std::make_shared<BreakerGate::Ticket>(*std::move(ticket));
     ticket.reset();
@@ -388,8 +387,7 @@ class StreamCore final
     });
   }
 
-  void CancelAttemptLocked(const std::shared_ptr<AttemptRec>& rec,
-                           Pending& p) {
+  void CancelAttemptLocked(const std::shared_ptr<AttemptRec>& rec, Pending& p) {
     if (!rec || !rec->live || rec->cancel_requested) return;
     rec->cancel_requested = true;
     if (rec->handle) {
@@ -435,8 +433,7 @@ class StreamCore final
         });
         // The replacement is live: hand off from the draining attempt.
         if (rec == current_ && old_) CancelAttemptLocked(old_, p);
-        RecordLater(rec->ticket, BreakerGate::kSuccess,
-                    absl::OkStatus(), p);
+        RecordLater(rec->ticket, BreakerGate::kSuccess, absl::OkStatus(), p);
       }
       more = AcceptLocked(rec, std::move(response), p);
     }
@@ -446,8 +443,8 @@ class StreamCore final
 
   // Applies the sequence rules and queues the message. Returns whether the
   // attempt may read on.
-  bool AcceptLocked(const std::shared_ptr<AttemptRec>& rec,
-                    Response&& response, Pending& p) {
+  bool AcceptLocked(const std::shared_ptr<AttemptRec>& rec, Response&& response,
+                    Pending& p) {
     if (sequence_of_) {
       absl::optional<std::uint64_t> seq = sequence_of_(response);
       if (!seq) {
@@ -478,13 +475,12 @@ class StreamCore final
       if (has_last_ && *seq > last_ + 1) {
         ++stats_.gaps;
         std::uint64_t expected = last_ + 1, got = *seq;
-        Notify(p, [expected, got](StreamObserver& o) {
-          o.OnGap(expected, got);
-        });
+        Notify(p,
+               [expected, got](StreamObserver& o) { o.OnGap(expected, got); });
         if (gap_policy_ == GapPolicy::kFail) {
-          EndLocked(absl::DataLossError(absl::StrCat(
-                        "tether: sequence gap: expected seq ", expected,
-                        ", got ", got)),
+          EndLocked(absl::DataLossError(
+                        absl::StrCat("tether: sequence gap: expected seq ",
+                                     expected, ", got ", got)),
                     p);
           return false;
         }
@@ -529,8 +525,8 @@ class StreamCore final
       }
       // No message arrived if the ticket is still here (the first message
       // records success).
-      RecordLater(rec->ticket,
-                  BreakerGate::Classify(status, cls, by_client), status, p);
+      RecordLater(rec->ticket, BreakerGate::Classify(status, cls, by_client),
+                  status, p);
       AttemptInfo info = rec->info;
       Notify(p, [info, status, cls, by_client](StreamObserver& o) {
         o.OnAttemptEnded(info, status, cls, by_client);
@@ -541,8 +537,8 @@ class StreamCore final
   }
 
   void HandleEndLocked(const std::shared_ptr<AttemptRec>& rec,
-                       const absl::Status& status, EndClass cls,
-                       bool by_client, Pending& p) {
+                       const absl::Status& status, EndClass cls, bool by_client,
+                       Pending& p) {
     if (phase_ >= Phase::kFinishing) {
       MaybeFinalizeLocked(p);
       return;
@@ -552,8 +548,7 @@ class StreamCore final
       return;
     }
     if (rec != current_ || by_client) return;
-    if (cls == EndClass::kDrain &&
-        !draining_.count(rec->info.connection_id)) {
+    if (cls == EndClass::kDrain && !draining_.count(rec->info.connection_id)) {
       source_->ReportDrainEnd(rec->info.connection_id, status);
     }
     if (old_ && old_->live) {
@@ -626,16 +621,15 @@ class StreamCore final
     absl::Duration delay = absl::ZeroDuration();
     if (progressed) {
       if (progress_jitter_ > absl::ZeroDuration()) {
-        delay = absl::Seconds(absl::Uniform(
-            absl::IntervalClosedOpen, gen_, 0.0,
-            absl::ToDoubleSeconds(progress_jitter_)));
+        delay = absl::Seconds(
+            absl::Uniform(absl::IntervalClosedOpen, gen_, 0.0,
+                          absl::ToDoubleSeconds(progress_jitter_)));
       }
     } else {
       if (!SpendBudgetLocked(last, p)) return;
       delay = backoff_->OnFailure(absl::BitGenRef(gen_));
       if (max_time_ != absl::InfiniteDuration()) {
-        absl::Duration left =
-            max_time_ - (clock_->Now() - progress_anchor_);
+        absl::Duration left = max_time_ - (clock_->Now() - progress_anchor_);
         delay = std::min(delay, left);
       }
     }
@@ -658,8 +652,7 @@ class StreamCore final
     Pending p;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (phase_ != Phase::kBackoff ||
-          reopen_timer_generation_ != generation) {
+      if (phase_ != Phase::kBackoff || reopen_timer_generation_ != generation) {
         return;
       }
       reopen_timer_ = 0;

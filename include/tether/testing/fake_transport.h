@@ -16,8 +16,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "absl/types/optional.h"
 #include "absl/time/time.h"
+#include "absl/types/optional.h"
 #include "gtest/gtest.h"
 #include "tether/clock.h"
 #include "tether/transport.h"
@@ -139,8 +139,7 @@ class FakeConnectionSource final : public ConnectionSource {
   std::uint64_t current_ = 1;
   std::uint64_t last_id_ = 1;
   std::vector<std::uint64_t> picks_;
-  std::map<std::uint64_t, std::vector<std::weak_ptr<DrainListener>>>
-      holders_;
+  std::map<std::uint64_t, std::vector<std::weak_ptr<DrainListener>>> holders_;
   std::set<std::uint64_t> draining_;
   std::set<std::uint64_t> suspects_;
   std::deque<absl::Status> fail_picks_;
@@ -223,9 +222,7 @@ class FakeTransport final : public AttemptFactory<Request, Response> {
       drain_why = "GOAWAY";
       return *this;
     }
-    Script&& GoawayAfter(std::size_t n) && {
-      return std::move(GoawayAfter(n));
-    }
+    Script&& GoawayAfter(std::size_t n) && { return std::move(GoawayAfter(n)); }
     // The connection's health watch says NOT_SERVING after `n` messages.
     Script& NotServingAfter(std::size_t n) & {
       drain_after = n;
@@ -342,8 +339,7 @@ class FakeTransport final : public AttemptFactory<Request, Response> {
       Pump();
     }
 
-    FakeAttempt(std::size_t index, std::uint64_t connection_id,
-                Request request,
+    FakeAttempt(std::size_t index, std::uint64_t connection_id, Request request,
                 std::shared_ptr<AttemptListener<Response>> listener,
                 std::shared_ptr<Clock> clock = nullptr)
         : index_(index),

@@ -46,6 +46,7 @@
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
 #include "seqstream.grpc.pb.h"
+#include "test/support/one_shot.h"
 #include "test/support/tcp_proxy.h"
 #include "test/support/test_server.h"
 #include "tether/connection_pool.h"
@@ -54,6 +55,7 @@
 
 namespace {
 
+using tether::testsupport::OneShot;
 using tether::testsupport::TcpProxy;
 using tether::testsupport::TestServer;
 using tether::testsupport::TestServerOptions;
@@ -198,31 +200,11 @@ class Book {
   std::vector<Stream> streams_;
 };
 
-// Signalled once.
-class Event {
- public:
-  void Signal() {
-    std::lock_guard<std::mutex> lock(mu_);
-    set_ = true;
-    cv_.notify_all();
-  }
-  bool Wait(absl::Duration timeout) {
-    std::unique_lock<std::mutex> lock(mu_);
-    return cv_.wait_for(lock, absl::ToChronoNanoseconds(timeout),
-                        [&] { return set_; });
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool set_ = false;
-};
-
 // The pool's connection events with their times. Owned by the pool; tells
 // `gone` when the pool is destroyed.
 class ConnLog final : public tether::ConnectionObserver {
  public:
-  explicit ConnLog(std::shared_ptr<Event> gone) : gone_(std::move(gone)) {}
+  explicit ConnLog(std::shared_ptr<OneShot> gone) : gone_(std::move(gone)) {}
   ~ConnLog() override { gone_->Signal(); }
 
   void OnConnectionOpened(std::uint64_t id, absl::string_view) override {
@@ -264,7 +246,7 @@ class ConnLog final : public tether::ConnectionObserver {
   std::map<std::uint64_t, absl::Time> opened_;
   std::map<std::uint64_t, absl::Time> ready_;
   std::map<std::uint64_t, absl::Time> signalled_;
-  const std::shared_ptr<Event> gone_;
+  const std::shared_ptr<OneShot> gone_;
 };
 
 double Pct(std::vector<double> v, double p) {
@@ -305,7 +287,7 @@ bool RunScenario(const Flags& f, bool cancel_first) {
   std::unique_ptr<TestServer> current = NewReplica(gen, f);
   if (!proxy.SetBackend(current->address()).ok()) std::exit(1);
 
-  auto pool_gone = std::make_shared<Event>();
+  auto pool_gone = std::make_shared<OneShot>();
   auto conns_owner = std::make_shared<ConnLog>(pool_gone);
   ConnLog* conns = conns_owner.get();  // valid while the pool lives
   tether::ConnectionPoolOptions po;

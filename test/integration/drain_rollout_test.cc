@@ -28,6 +28,7 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "test/integration/stream_test_util.h"
+#include "test/support/one_shot.h"
 #include "test/support/tcp_proxy.h"
 #include "test/support/test_server.h"
 #include "tether/connection_pool.h"
@@ -199,31 +200,11 @@ class AttemptLog final : public StreamObserver {
   std::map<std::uint64_t, Entry> entries_;  // by attempt number
 };
 
-// Signalled once, from a destructor.
-class Gone {
- public:
-  void Signal() {
-    std::lock_guard<std::mutex> lock(mu_);
-    gone_ = true;
-    cv_.notify_all();
-  }
-  bool Wait(absl::Duration timeout) {
-    std::unique_lock<std::mutex> lock(mu_);
-    return cv_.wait_for(lock, absl::ToChronoNanoseconds(timeout),
-                        [&] { return gone_; });
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool gone_ = false;
-};
-
 // The pool's connection events, with waits. The pool owns it; its
 // destructor tells `gone` that the pool is gone.
 class ConnLog final : public ConnectionObserver {
  public:
-  explicit ConnLog(std::shared_ptr<Gone> gone) : gone_(std::move(gone)) {}
+  explicit ConnLog(std::shared_ptr<OneShot> gone) : gone_(std::move(gone)) {}
   ~ConnLog() override { gone_->Signal(); }
 
   void OnConnectionReady(std::uint64_t id) override {
@@ -267,7 +248,7 @@ class ConnLog final : public ConnectionObserver {
   std::set<std::uint64_t> ready_;
   std::map<std::uint64_t, std::string> draining_;
   std::set<std::uint64_t> suspect_;
-  const std::shared_ptr<Gone> gone_;
+  const std::shared_ptr<OneShot> gone_;
 };
 
 std::unique_ptr<TestServer> StartServer(const std::string& name) {
@@ -330,7 +311,7 @@ std::shared_ptr<ConnectionPool> MakePool(ConnectionPoolOptions o) {
 // so that no stream or pool work outlives the servers of the test.
 void StopStreamsAndWaitForPool(Streams& s,
                                std::shared_ptr<ConnectionPool>& pool,
-                               Gone& pool_gone) {
+                               OneShot& pool_gone) {
   s.streams.clear();
   pool.reset();
   EXPECT_TRUE(pool_gone.Wait(kWait)) << "the pool outlived its streams";
@@ -348,31 +329,48 @@ class DrainRollout : public ::testing::Test {
     return o;
   }
   ConnLog* conns() { return conns_; }
-  Gone& pool_gone() { return *pool_gone_; }
+  OneShot& pool_gone() { return *pool_gone_; }
+
+  // The setup of tests 1-3: servers A and B, a Service-like proxy routing
+  // new connections to A, a pool on the proxy, and kStreams streams all
+  // delivering from A. Check HasFatalFailure() after it.
+  void StartStreamsOnA(bool health_check) {
+    a_ = StartServer("A");
+    b_ = StartServer("B");
+    ASSERT_TRUE(a_ && b_);
+    ASSERT_TRUE(proxy_.Start().ok());
+    ASSERT_TRUE(proxy_.SetBackend(a_->address()).ok());
+    ConnectionPoolOptions po = PoolOptions();
+    po.target = proxy_.address();
+    po.health_check = health_check;
+    pool_ = MakePool(std::move(po));
+    ASSERT_NE(pool_, nullptr);
+    streams_ = std::make_unique<Streams>(kStreams);
+    streams_->StartAll(pool_);
+    ASSERT_TRUE(streams_->fleet.WaitMoreFrom("A", 5, kWait));
+    ASSERT_TRUE(a_->WaitForOpenStreams(kStreams, kWait));
+  }
+
+  // Declared in teardown order: streams, then pool, proxy and servers.
+  std::unique_ptr<TestServer> a_, b_;
+  TcpProxy proxy_;
+  std::shared_ptr<ConnectionPool> pool_;
+  std::unique_ptr<Streams> streams_;
 
  private:
-  std::shared_ptr<Gone> pool_gone_ = std::make_shared<Gone>();
+  std::shared_ptr<OneShot> pool_gone_ = std::make_shared<OneShot>();
   ConnLog* conns_ = nullptr;
 };
 
 // 1. Graceful rollout behind a Service-like proxy: GOAWAY is the signal.
 TEST_F(DrainRollout, GracefulShutdownMovesEveryStreamToTheNewBackendAtOnce) {
-  auto a = StartServer("A");
-  auto b = StartServer("B");
-  ASSERT_TRUE(a && b);
-  TcpProxy proxy;
-  ASSERT_TRUE(proxy.Start().ok());
-  ASSERT_TRUE(proxy.SetBackend(a->address()).ok());
-  ConnectionPoolOptions po = PoolOptions();
+  StartStreamsOnA(/*health_check=*/false);
+  ASSERT_FALSE(HasFatalFailure());
+  TestServer* a = a_.get();
+  TestServer* b = b_.get();
+  TcpProxy& proxy = proxy_;
+  Streams& s = *streams_;
   ConnLog* conns = this->conns();
-  po.target = proxy.address();
-  auto pool = MakePool(std::move(po));
-  ASSERT_NE(pool, nullptr);
-
-  Streams s(kStreams);
-  s.StartAll(pool);
-  ASSERT_TRUE(s.fleet.WaitMoreFrom("A", 5, kWait));
-  ASSERT_TRUE(a->WaitForOpenStreams(kStreams, kWait));
   const std::int64_t watches_on_a = a->stats().watches_started;
   EXPECT_EQ(watches_on_a, kStreams);
 
@@ -414,28 +412,19 @@ TEST_F(DrainRollout, GracefulShutdownMovesEveryStreamToTheNewBackendAtOnce) {
     }
   }
   for (std::uint64_t after : b->after_seqs()) EXPECT_GT(after, 0u);
-  StopStreamsAndWaitForPool(s, pool, pool_gone());
+  StopStreamsAndWaitForPool(s, pool_, pool_gone());
 }
 
 // 2. The ordering bug: A ends its streams UNAVAILABLE before any GOAWAY and
 // keeps failing new ones for 300 ms while its connection stays READY.
 TEST_F(DrainRollout, CancelBeforeGoawayReachesTheOldServerAtMostOncePerStream) {
-  auto a = StartServer("A");
-  auto b = StartServer("B");
-  ASSERT_TRUE(a && b);
-  TcpProxy proxy;
-  ASSERT_TRUE(proxy.Start().ok());
-  ASSERT_TRUE(proxy.SetBackend(a->address()).ok());
-  ConnectionPoolOptions po = PoolOptions();
+  StartStreamsOnA(/*health_check=*/false);
+  ASSERT_FALSE(HasFatalFailure());
+  TestServer* a = a_.get();
+  TestServer* b = b_.get();
+  TcpProxy& proxy = proxy_;
+  Streams& s = *streams_;
   ConnLog* conns = this->conns();
-  po.target = proxy.address();
-  auto pool = MakePool(std::move(po));
-  ASSERT_NE(pool, nullptr);
-
-  Streams s(kStreams);
-  s.StartAll(pool);
-  ASSERT_TRUE(s.fleet.WaitMoreFrom("A", 5, kWait));
-  ASSERT_TRUE(a->WaitForOpenStreams(kStreams, kWait));
   const std::int64_t watches_before = a->stats().watches_started;
   ASSERT_EQ(watches_before, kStreams);
 
@@ -459,28 +448,19 @@ TEST_F(DrainRollout, CancelBeforeGoawayReachesTheOldServerAtMostOncePerStream) {
   for (int i = 0; i < kStreams; ++i) {
     EXPECT_LE(s.logs[i]->LaterAttemptsOn(old_conns), 1) << "stream " << i;
   }
-  StopStreamsAndWaitForPool(s, pool, pool_gone());
+  StopStreamsAndWaitForPool(s, pool_, pool_gone());
 }
 
 // 3. Readiness: A reports NOT_SERVING but keeps serving; the streams leave
 // it on the health signal alone, before any GOAWAY.
 TEST_F(DrainRollout, NotServingMovesStreamsWhileTheOldServerStillRuns) {
-  auto a = StartServer("A");
-  auto b = StartServer("B");
-  ASSERT_TRUE(a && b);
-  TcpProxy proxy;
-  ASSERT_TRUE(proxy.Start().ok());
-  ASSERT_TRUE(proxy.SetBackend(a->address()).ok());
-  ConnectionPoolOptions po = PoolOptions();
+  StartStreamsOnA(/*health_check=*/true);
+  ASSERT_FALSE(HasFatalFailure());
+  TestServer* a = a_.get();
+  TestServer* b = b_.get();
+  TcpProxy& proxy = proxy_;
+  Streams& s = *streams_;
   ConnLog* conns = this->conns();
-  po.target = proxy.address();
-  po.health_check = true;
-  auto pool = MakePool(std::move(po));
-  ASSERT_NE(pool, nullptr);
-
-  Streams s(kStreams);
-  s.StartAll(pool);
-  ASSERT_TRUE(s.fleet.WaitMoreFrom("A", 5, kWait));
   const std::int64_t watches_on_a = a->stats().watches_started;
 
   ASSERT_TRUE(proxy.SetBackend(b->address()).ok());
@@ -504,7 +484,7 @@ TEST_F(DrainRollout, NotServingMovesStreamsWhileTheOldServerStillRuns) {
         << "stream " << i;
   }
   EXPECT_TRUE(a->running());
-  StopStreamsAndWaitForPool(s, pool, pool_gone());
+  StopStreamsAndWaitForPool(s, pool_, pool_gone());
 }
 
 // 4. An address list of three servers; one shuts down and its streams spread

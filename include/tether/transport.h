@@ -31,9 +31,10 @@ struct ConnectionPick {
 // Hands out connections to streams and tells them when one goes away.
 //
 // Thread safety: all methods may be called concurrently from any thread.
-// Implementations must never call a `DrainListener` while holding a lock that
-// `Pick`, `Release` or `ReportDrainEnd` take: a stream calls those under its
-// own lock, and is called back under none.
+// Streams call them with no lock of their own held, so an implementation may
+// call its own observers from inside them. It must never call a
+// `DrainListener` while holding a lock that its methods take: a listener
+// calls back into `Pick` and `Release`.
 class ConnectionSource {
  public:
   // Told when a connection it holds a pick on starts draining.
@@ -63,6 +64,12 @@ class ConnectionSource {
   // again.
   virtual void ReportDrainEnd(std::uint64_t connection_id,
                               const absl::Status& status) = 0;
+
+  // Whether `connection_id` is connected (READY) right now. A stream counts
+  // an attempt that stayed open for its settle time as healthy only while
+  // this holds: a call may sit open on a connection that never connected.
+  // Default: true (a source that cannot tell).
+  virtual bool IsConnected(std::uint64_t /*connection_id*/) { return true; }
 };
 
 // A source with exactly one channel: every pick is that channel (id 1). It

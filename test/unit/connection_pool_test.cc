@@ -12,8 +12,8 @@
 #include <utility>
 #include <vector>
 
-#include "../../src/internal/pool_core.h"
-#include "../../src/internal/pool_health_codec.h"
+#include "connections/pool_core.h"
+#include "connections/pool_health_codec.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

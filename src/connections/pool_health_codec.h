@@ -4,8 +4,8 @@
 // pool needs, so tether generates no code for them:
 //   message HealthCheckRequest  { string service = 1; }
 //   message HealthCheckResponse { ServingStatus status = 1; }
-#ifndef TETHER_SRC_INTERNAL_POOL_HEALTH_CODEC_H_
-#define TETHER_SRC_INTERNAL_POOL_HEALTH_CODEC_H_
+#ifndef TETHER_SRC_CONNECTIONS_POOL_HEALTH_CODEC_H_
+#define TETHER_SRC_CONNECTIONS_POOL_HEALTH_CODEC_H_
 
 #include <cstdint>
 #include <string>
@@ -89,4 +89,4 @@ inline int DecodeHealthCheckResponseStatus(absl::string_view in) {
 }  // namespace internal
 }  // namespace tether
 
-#endif  // TETHER_SRC_INTERNAL_POOL_HEALTH_CODEC_H_
+#endif  // TETHER_SRC_CONNECTIONS_POOL_HEALTH_CODEC_H_

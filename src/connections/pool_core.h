@@ -9,8 +9,8 @@
 // production driver (pool_grpc_driver.h) wraps one `grpc::Channel` per
 // connection; unit tests pass a fake driver and call the `On*` methods
 // themselves.
-#ifndef TETHER_SRC_INTERNAL_POOL_CORE_H_
-#define TETHER_SRC_INTERNAL_POOL_CORE_H_
+#ifndef TETHER_SRC_CONNECTIONS_POOL_CORE_H_
+#define TETHER_SRC_CONNECTIONS_POOL_CORE_H_
 
 #include <cstdint>
 #include <functional>
@@ -164,4 +164,4 @@ class PoolCore final : public ConnectionSource,
 }  // namespace internal
 }  // namespace tether
 
-#endif  // TETHER_SRC_INTERNAL_POOL_CORE_H_
+#endif  // TETHER_SRC_CONNECTIONS_POOL_CORE_H_

@@ -17,8 +17,8 @@
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/byte_buffer.h"
-#include "internal/pool_core.h"
-#include "internal/pool_health_codec.h"
+#include "connections/pool_core.h"
+#include "connections/pool_health_codec.h"
 
 namespace tether {
 

@@ -38,12 +38,19 @@ using Classifier = std::function<EndClass(const AttemptEnd&)>;
 // The default table:
 //   OK                                                    -> kOk
 //   UNAVAILABLE, CANCELLED (not by the client)            -> kDrain
-//   RESOURCE_EXHAUSTED, ABORTED, INTERNAL, UNKNOWN,
+//   RESOURCE_EXHAUSTED from the client's own receive limit
+//   ("Received message larger than max"): the same message
+//   would come again on every reopen                       -> kPermanent
+//   RESOURCE_EXHAUSTED (other), ABORTED, INTERNAL, UNKNOWN,
 //   DEADLINE_EXCEEDED (of one attempt), DATA_LOSS         -> kTransient
 //   INVALID_ARGUMENT, NOT_FOUND, ALREADY_EXISTS,
 //   PERMISSION_DENIED, UNAUTHENTICATED, FAILED_PRECONDITION,
 //   OUT_OF_RANGE, UNIMPLEMENTED                           -> kPermanent
 EndClass DefaultClassify(const AttemptEnd& end);
+
+// RESOURCE_EXHAUSTED because a message exceeded the client's receive limit
+// (`GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH`), as gRPC reports it.
+bool IsReceiveLimit(const absl::Status& status);
 
 }  // namespace tether
 

@@ -39,13 +39,17 @@ struct ReconnectingStreamOptions {
   absl::Duration reopen_after_progress_jitter = absl::Milliseconds(5);
 
   // Reopen budget: the stream ends (with the last attempt's status) after
-  // this many attempts in a row end without a new message. Default 20; >= 1.
+  // this many attempts in a row fail (end without a new message and without
+  // having been healthy). Default 20; >= 1.
   int max_attempts_without_progress = 20;
 
-  // Reopen budget: the stream ends when this long passes without a new
-  // message while attempts keep failing. Default 2 min; > 0, or
-  // `absl::InfiniteDuration()` for no time bound (the attempt bound still
-  // holds). Both budgets reset when a new message is delivered.
+  // Reopen budget: the stream ends once its attempts have been failing for
+  // this long: from the start of the first attempt that failed (or the end
+  // of one that was healthy) until a new message or a healthy attempt (see
+  // `attempt_settle_time`). Quiet time on a healthy attempt never counts.
+  // Default 2 min; > 0, or `absl::InfiniteDuration()` for no time bound (the
+  // attempt bound still holds). Both budgets reset on a new message or a
+  // healthy attempt.
   absl::Duration max_time_without_progress = absl::Minutes(2);
 
   // Default kDeliverAndReport.
@@ -72,6 +76,14 @@ struct ReconnectingStreamOptions {
   // spread instead of arriving at once. The old attempts keep delivering
   // meanwhile. Default 0 (move at once); >= 0 and finite.
   absl::Duration migration_jitter = absl::ZeroDuration();
+
+  // An attempt that has stayed open this long without an error, on a
+  // connection that is connected (READY), is healthy even if it received
+  // nothing yet (a quiet stream): its failing period ends (the reopen budget
+  // starts over) and its breaker permit counts as a success, so quiet
+  // streams never hold half-open probes. An attempt is also healthy at its
+  // first message. Default 1 s; > 0 and <= 1 h.
+  absl::Duration attempt_settle_time = absl::Seconds(1);
 
   // Messages read ahead of the application before reading pauses (flow
   // control). Default 32; >= 1.

@@ -1,6 +1,7 @@
 // Copyright 2026 The tether Authors. Licensed under the Apache License 2.0.
 #include "tether/classification.h"
 
+#include "absl/strings/match.h"
 #include "tether/observer.h"
 
 namespace tether {
@@ -31,6 +32,11 @@ absl::string_view AttemptReasonName(AttemptReason r) {
   return "unknown";
 }
 
+bool IsReceiveLimit(const absl::Status& status) {
+  return status.code() == absl::StatusCode::kResourceExhausted &&
+         absl::StrContains(status.message(), "larger than max");
+}
+
 EndClass DefaultClassify(const AttemptEnd& end) {
   switch (end.status.code()) {
     case absl::StatusCode::kOk:
@@ -43,6 +49,10 @@ EndClass DefaultClassify(const AttemptEnd& end) {
       // GOAWAYs ends a stream.
       return end.cancelled_by_client ? EndClass::kOk : EndClass::kDrain;
     case absl::StatusCode::kResourceExhausted:
+      // The client's own receive limit: the same message would arrive again
+      // on every reopen, so retrying cannot help.
+      if (IsReceiveLimit(end.status)) return EndClass::kPermanent;
+      return EndClass::kTransient;
     case absl::StatusCode::kAborted:
     case absl::StatusCode::kInternal:
     case absl::StatusCode::kUnknown:

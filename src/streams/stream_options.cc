@@ -1,7 +1,12 @@
 // Copyright 2026 The tether Authors. Licensed under the Apache License 2.0.
 #include "tether/stream_options.h"
 
+#include <memory>
+#include <utility>
+
+#include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
+#include "tether/internal/stream_core.h"
 
 namespace tether {
 
@@ -34,6 +39,12 @@ absl::Status Validate(const ReconnectingStreamOptions& o) {
         absl::StrCat("migration_jitter must be finite and >= 0, got ",
                      absl::FormatDuration(o.migration_jitter)));
   }
+  if (o.attempt_settle_time <= absl::ZeroDuration() ||
+      o.attempt_settle_time > absl::Hours(1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("attempt_settle_time must be > 0 and <= 1h, got ",
+                     absl::FormatDuration(o.attempt_settle_time)));
+  }
   if (o.max_buffered_messages < 1) {
     return absl::InvalidArgumentError(
         "max_buffered_messages must be >= 1, got 0");
@@ -41,4 +52,28 @@ absl::Status Validate(const ReconnectingStreamOptions& o) {
   return absl::OkStatus();
 }
 
+namespace internal {
+
+absl::StatusOr<StreamSetup> PrepareStream(ReconnectingStreamOptions& options) {
+  StreamSetup setup;
+  if (options.backoff) {
+    setup.backoff = options.backoff->Clone();
+  } else {
+    auto made = ExponentialBackoff::Create(ExponentialBackoffOptions());
+    if (!made.ok()) return made.status();
+    setup.backoff = *std::move(made);
+  }
+  if (!options.clock) {
+    options.clock = std::shared_ptr<Clock>(&SystemClock(), [](Clock*) {});
+  }
+  if (!options.classifier) options.classifier = DefaultClassify;
+  setup.seed = options.random_seed;
+  if (setup.seed == 0) {
+    absl::BitGen entropy;
+    setup.seed = absl::Uniform<std::uint64_t>(entropy);
+  }
+  return setup;
+}
+
+}  // namespace internal
 }  // namespace tether

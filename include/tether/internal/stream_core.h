@@ -1,34 +1,42 @@
 // Copyright 2026 The tether Authors. Licensed under the Apache License 2.0.
-// Internal: the state machine behind `ReconnectingStream`. It knows nothing of
-// gRPC; it talks to a `ConnectionSource` and an `AttemptFactory`.
+// Internal: the attempts/migration machine behind `ReconnectingStream`. It
+// knows nothing of gRPC; it talks to a `ConnectionSource` and an
+// `AttemptFactory`, and leaves the rest to its parts:
+//   - `SequenceGate` (sequence_gate.h): which message is delivered;
+//   - `ReopenBudget` (reopen_budget.h): when to try again, when to give up;
+//   - `DeliveryQueue` (delivery_queue.h): how the app gets messages, its end
+//     and observer calls;
+//   - `BreakerGate` (breaker_gate.h): the optional circuit breaker;
+//   - `Deferred` (deferred.h): calls decided under the lock, made after it.
 #ifndef TETHER_INTERNAL_STREAM_CORE_H_
 #define TETHER_INTERNAL_STREAM_CORE_H_
 
 #include <algorithm>
-#include <condition_variable>
 #include <cstdint>
-#include <deque>
+#include <exception>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <random>
-#include <set>
-#include <thread>
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/random/bit_gen_ref.h"
 #include "absl/random/distributions.h"
 #include "absl/random/random.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/optional.h"
 #include "tether/backoff.h"
 #include "tether/classification.h"
 #include "tether/clock.h"
 #include "tether/internal/breaker_gate.h"
+#include "tether/internal/deferred.h"
+#include "tether/internal/delivery_queue.h"
+#include "tether/internal/reopen_budget.h"
+#include "tether/internal/sequence_gate.h"
 #include "tether/observer.h"
 #include "tether/stream_options.h"
 #include "tether/transport.h"
@@ -36,34 +44,32 @@
 namespace tether {
 namespace internal {
 
-// Work decided under the stream's lock and done after it is released: calls
-// into attempts and the factory (`internal`), calls to the observer (`user`),
-// and whether this thread must run the delivery loop.
-struct Pending {
-  std::vector<std::function<void()>> internal;
-  std::vector<std::function<void()>> user;
-  bool deliver = false;
+// Fills in the defaults of a stream's options and makes its backoff clone and
+// random seed. Non-template; see stream_options.cc.
+struct StreamSetup {
+  std::unique_ptr<BackoffPolicy> backoff;
+  std::uint64_t seed = 0;
 };
+absl::StatusOr<StreamSetup> PrepareStream(ReconnectingStreamOptions& options);
 
-// Marks the stream whose user callbacks this thread is running, so that a
-// stream destroyed from inside its own callback does not wait for itself.
-inline const void*& CurrentCalloutStream() {
-  thread_local const void* stream = nullptr;
-  return stream;
-}
-
-// The state machine of one stream.
+// The attempts of one stream.
 //
-// Locking: one mutex guards all state. Nothing outside the stream is called
-// with it held except the `ConnectionSource` (whose contract allows it), the
-// clock's `RunAfter`/`Cancel` and the user's pure `sequence_of`/`resume_after`
-// functions. Attempts, the factory, the observer and the app's callbacks are
-// called after it is released (see `Pending`).
+// A stream runs one attempt at a time, except during a migration: when the
+// connection under the current attempt drains, a replacement starts on
+// another connection and the old attempt stays as a fallback until the
+// replacement delivers (or the hand-off timeout passes); then the old one is
+// cancelled. Cancelled attempts ("retiring") are forgotten except for their
+// count: their `OnDone` still releases their pick.
 //
-// Delivery: messages go into `ready_` in sequence order. In callback mode one
-// thread at a time (the one that finds nobody delivering) drains it into
-// `on_message`, then calls `on_done` last. In reader mode `Read` drains it.
-// Reading pauses while `ready_` is full and resumes as it empties.
+// Ways out: at any time the stream is done, or has a live attempt, or has a
+// start in flight (breaker permit and pick, outside the lock), or waits on a
+// timer. Every state change below keeps that.
+//
+// Locking: `mu_` guards the attempt state. Nothing is called with it held
+// except the clock (`RunAfter`/`Cancel`, which never call back inline) and
+// the delivery queue's producer side. Attempts, the factory, the source, the
+// breaker, the classifier, `sequence_of`, `resume_after`, the observer and
+// the app's callbacks all run with no stream lock held (`Deferred`).
 template <class Request, class Response>
 class StreamCore final
     : public ConnectionSource::DrainListener,
@@ -81,145 +87,113 @@ class StreamCore final
       Request request, SequenceFn sequence_of, ResumeFn resume_after,
       absl::optional<std::uint64_t> initial_last_seq,
       ReconnectingStreamOptions options, MessageFn on_message, DoneFn on_done) {
-    std::unique_ptr<BackoffPolicy> backoff;
-    if (options.backoff) {
-      backoff = options.backoff->Clone();
-    } else {
-      auto made = ExponentialBackoff::Create(ExponentialBackoffOptions());
-      if (!made.ok()) return made.status();
-      backoff = *std::move(made);
-    }
-    if (!options.clock) {
-      options.clock = std::shared_ptr<Clock>(&SystemClock(), [](Clock*) {});
-    }
-    if (!options.classifier) options.classifier = DefaultClassify;
-    std::uint64_t seed = options.random_seed;
-    if (seed == 0) {
-      absl::BitGen entropy;
-      seed = absl::Uniform<std::uint64_t>(entropy);
-    }
+    absl::StatusOr<StreamSetup> setup = PrepareStream(options);
+    if (!setup.ok()) return setup.status();
     return std::shared_ptr<StreamCore>(new StreamCore(
         std::move(source), std::move(factory), std::move(request),
         std::move(sequence_of), std::move(resume_after), initial_last_seq,
-        std::move(options), std::move(backoff), seed, std::move(on_message),
+        std::move(options), *std::move(setup), std::move(on_message),
         std::move(on_done)));
   }
 
   void StartFirst() {
-    Pending p;
+    auto self = this->shared_from_this();
+    Work w;
     {
-      std::lock_guard<std::mutex> lock(mu_);
-      progress_anchor_ = clock_->Now();
-      StartAttemptLocked(AttemptReason::kFirst, p);
+      absl::MutexLock lock(&mu_);
+      BeginStartLocked(AttemptReason::kFirst, w);
     }
-    Flush(p);
+    Flush(w);
   }
 
-  bool Read(Response* out) {
-    Pending p;
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return !ready_.empty() || final_ready_; });
-      if (ready_.empty()) {
-        phase_ = Phase::kDone;
-        return false;
-      }
-      *out = std::move(ready_.front());
-      ready_.pop_front();
-      ++stats_.messages_delivered;
-      ResumePausedLocked(p);
-    }
-    Flush(p);
-    return true;
-  }
+  bool Read(Response* out) { return queue_.Read(out); }
 
-  absl::Status Finish() {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return final_ready_; });
-    phase_ = Phase::kDone;
-    return final_;
-  }
+  absl::Status Finish() { return queue_.Finish(); }
 
   void Cancel() {
-    Pending p;
+    auto self = this->shared_from_this();
+    Work w;
     {
-      std::lock_guard<std::mutex> lock(mu_);
-      CancelLocked(p);
+      absl::MutexLock lock(&mu_);
+      CancelLocked(w);
     }
-    Flush(p);
+    Flush(w);
   }
 
   // Cancels, stops every later callback, and waits for the ones running on
   // other threads.
   void Detach() {
-    Pending p;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      CancelLocked(p);
-      detached_ = true;
-    }
-    Flush(p);
-    std::unique_lock<std::mutex> lock(mu_);
-    const bool inside = CurrentCalloutStream() == this;
-    cv_.wait(lock, [&] {
-      const bool delivering_elsewhere =
-          delivering_ && deliverer_ != std::this_thread::get_id();
-      return !delivering_elsewhere && callouts_ <= (inside ? 1 : 0);
-    });
+    auto self = this->shared_from_this();
+    queue_.Detach();  // first: the cancel below must not reach the app
+    Cancel();
   }
 
-  StreamStats stats() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return stats_;
+  StreamStats stats() {
+    StreamStats s;
+    {
+      absl::MutexLock lock(&mu_);
+      s = stats_;
+    }
+    s.messages_delivered = queue_.delivered();
+    return s;
   }
 
   void OnConnectionDraining(std::uint64_t connection_id,
                             absl::string_view why) override {
-    Pending p;
+    Work w;
     {
-      std::lock_guard<std::mutex> lock(mu_);
-      draining_.insert(connection_id);
-      std::string reason(why);
-      Notify(p, [connection_id, reason](StreamObserver& o) {
-        o.OnConnectionDraining(connection_id, reason);
-      });
-      if (migrate_on_drain_ && phase_ == Phase::kRunning && current_ &&
-          current_->live && !current_->cancel_requested &&
-          current_->info.connection_id == connection_id &&
-          !(old_ && old_->live)) {
-        if (migration_jitter_ > absl::ZeroDuration()) {
-          // Spread the moves of many streams leaving one connection.
-          absl::Duration delay = absl::Seconds(
-              absl::Uniform(absl::IntervalClosedOpen, gen_, 0.0,
-                            absl::ToDoubleSeconds(migration_jitter_)));
-          std::weak_ptr<StreamCore> weak = this->shared_from_this();
-          clock_->Cancel(handoff_timer_);
-          handoff_timer_ = clock_->RunAfter(delay, [weak] {
-            if (auto self = weak.lock()) self->OnMigrationRetry();
-          });
-        } else {
-          StartMigrationLocked(p);
+      absl::MutexLock lock(&mu_);
+      // After the end, nothing reaches the app (not even this notice).
+      if (phase_ == Phase::kFinishing) return;
+      bool ours = false;
+      for (AttemptRec* rec : {current_.get(), old_.get()}) {
+        if (rec && rec->live && rec->info.connection_id == connection_id) {
+          rec->draining = true;
+          ours = true;
         }
       }
+      if (starting_) {
+        drained_during_start_.push_back(connection_id);
+        ours = true;
+      }
+      if (!ours) return;
+      std::string reason(why);
+      Notify(w, [connection_id, reason](StreamObserver& o) {
+        o.OnConnectionDraining(connection_id, reason);
+      });
+      MaybeMigrateLocked(/*now=*/false, w);
     }
-    Flush(p);
+    Flush(w);
   }
 
  private:
-  enum class Phase { kRunning, kBackoff, kFinishing, kDone };
+  enum class Phase {
+    kRunning,    // an attempt is live, or a start is in flight
+    kWaiting,    // the reopen timer runs (backoff or a refusing breaker)
+    kFinishing,  // the end is decided; waiting for live attempts to end
+  };
 
   struct AttemptRec {
     AttemptInfo info;
     std::shared_ptr<Attempt> handle;
     absl::Time started;
     absl::optional<BreakerGate::Ticket> ticket;
+    SequenceGate::Cursor cursor;
+    Clock::TimerId settle_timer = 0;
     bool live = true;  // OnDone not seen yet
     bool cancel_requested = false;
     bool got_message = false;
-    bool progressed = false;
-    bool paused = false;
-    bool has_seq = false;
-    std::uint64_t last_seq = 0;
+    bool progressed = false;  // delivered a new message
+    bool healthy = false;     // a message, or open and connected to settle
+    bool paused = false;      // reading stopped: the app's queue is full
+    bool draining = false;    // its connection announced a drain
+  };
+
+  // What a locked section decided: observer calls (`user`, run through the
+  // delivery queue's gate, first) and everything else (`internal`).
+  struct Work {
+    Deferred user;
+    Deferred internal;
   };
 
   class Listener final : public AttemptListener<Response> {
@@ -231,8 +205,7 @@ class StreamCore final
     }
     // Keeps the stream alive until the attempt drops its listener: the
     // attempt decides on which thread that last release happens (never a
-    // gRPC callback thread; see GrpcReadAttempt::OnDone). The stream drops
-    // its handle on the attempt in OnAttemptDone, so no cycle remains.
+    // gRPC callback thread; see GrpcReadAttempt::OnDone).
     void OnDone(const absl::Status& status) override {
       core_->OnAttemptDone(rec_, status);
     }
@@ -246,8 +219,7 @@ class StreamCore final
              std::shared_ptr<AttemptFactory<Request, Response>> factory,
              Request request, SequenceFn sequence_of, ResumeFn resume_after,
              absl::optional<std::uint64_t> initial_last_seq,
-             ReconnectingStreamOptions options,
-             std::unique_ptr<BackoffPolicy> backoff, std::uint64_t seed,
+             ReconnectingStreamOptions options, StreamSetup setup,
              MessageFn on_message, DoneFn on_done)
       : source_(std::move(source)),
         factory_(std::move(factory)),
@@ -257,26 +229,25 @@ class StreamCore final
         observer_(std::move(options.observer)),
         clock_(std::move(options.clock)),
         classifier_(std::move(options.classifier)),
-        backoff_(std::move(backoff)),
-        gate_(std::move(options.breaker), clock_),
-        gen_(seed),
-        on_message_(std::move(on_message)),
-        on_done_(std::move(on_done)),
-        callback_mode_(static_cast<bool>(on_message_)),
         migrate_on_drain_(options.migrate_on_drain),
         fail_fast_on_open_breaker_(options.fail_fast_on_open_breaker),
-        gap_policy_(options.gap_policy),
-        progress_jitter_(options.reopen_after_progress_jitter),
-        max_attempts_(options.max_attempts_without_progress),
-        max_time_(options.max_time_without_progress),
         handoff_timeout_(options.migration_handoff_timeout),
         migration_jitter_(options.migration_jitter),
-        max_buffered_(options.max_buffered_messages) {
+        settle_time_(options.attempt_settle_time),
+        breaker_(std::move(options.breaker), clock_),
+        queue_(
+            options.max_buffered_messages, std::move(on_message),
+            std::move(on_done), [this] { OnQueueSpace(); },
+            [this](absl::Status s) { OnCallbackError(std::move(s)); }),
+        gate_(initial_last_seq, options.gap_policy),
+        budget_(std::move(setup.backoff),
+                ReopenBudget::Limits{options.max_attempts_without_progress,
+                                     options.max_time_without_progress,
+                                     options.reopen_after_progress_jitter}),
+        gen_(setup.seed) {
     if (initial_last_seq) {
-      has_last_ = true;
-      last_ = *initial_last_seq;
       stats_.has_last_seq = true;
-      stats_.last_delivered_seq = last_;
+      stats_.last_delivered_seq = *initial_last_seq;
     }
   }
 
@@ -287,72 +258,223 @@ class StreamCore final
   }
 
   template <class F>
-  void Notify(Pending& p, F&& f) {
+  void Notify(Work& w, F&& f) {
     if (!observer_) return;
-    p.user.push_back(
+    w.user.Add(
         [obs = observer_, f = std::forward<F>(f)]() mutable { f(*obs); });
   }
 
-  // --- Attempts -----------------------------------------------------------
+  // Runs what a locked section decided: observer calls first (so an
+  // attempt's start is reported before anything it delivers), then the
+  // rest, then delivery.
+  void Flush(Work& w) {
+    if (!w.user.empty()) {
+      queue_.Callout([&w] { w.user.Run(); });
+      w.user.Clear();  // refused: the stream has ended for the app
+    }
+    w.internal.Run();
+    queue_.Drain();
+  }
 
-  void StartAttemptLocked(AttemptReason reason, Pending& p) {
-    // The breaker (if any) is asked first: while it is open the stream waits
-    // for it instead of spinning on connections.
+  // Records a breaker outcome once the lock is released (the breaker calls
+  // its observer and listeners inline).
+  void RecordLater(absl::optional<BreakerGate::Ticket>& ticket, Outcome outcome,
+                   absl::Status cause, Work& w) {
+    if (!ticket) return;
+    auto held = std::make_shared<BreakerGate::Ticket>(*std::move(ticket));
+    ticket.reset();
+    auto self = this->shared_from_this();
+    w.internal.Add([self, held, outcome, cause = std::move(cause)] {
+      self->breaker_.Record(std::move(*held), outcome, cause);
+    });
+  }
+
+  // --- Starting attempts ---------------------------------------------------
+
+  // Asks for a permit and a connection outside the lock; at most one start
+  // is in flight.
+  void BeginStartLocked(AttemptReason reason, Work& w)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (starting_ || phase_ == Phase::kFinishing) return;
+    starting_ = true;
+    phase_ = Phase::kRunning;
+    drained_during_start_.clear();
+    auto self = this->shared_from_this();
+    w.internal.Add([self, reason] { self->StartAttempt(reason); });
+  }
+
+  void StartAttempt(AttemptReason reason) ABSL_LOCKS_EXCLUDED(mu_) {
+    Work w;
     absl::optional<BreakerGate::Ticket> ticket;
-    if (gate_.enabled()) {
-      auto t = gate_.Acquire();
-      if (!t.ok()) {
-        if (reason == AttemptReason::kMigration) return;  // stay put
-        if (reason == AttemptReason::kFirst && fail_fast_on_open_breaker_) {
-          EndLocked(t.status(), p);
-          return;
+    if (breaker_.enabled()) {
+      absl::StatusOr<BreakerGate::Ticket> permit = breaker_.Acquire();
+      if (!permit.ok()) {
+        const absl::Duration wait = breaker_.RetryDelay();
+        {
+          absl::MutexLock lock(&mu_);
+          OnStartFailedLocked(reason, permit.status(), /*refused=*/true, wait,
+                              w);
         }
-        WaitForBreakerLocked(t.status(), p);
+        Flush(w);
         return;
       }
-      ticket = *std::move(t);
+      ticket = *std::move(permit);
     }
     absl::StatusOr<ConnectionPick> pick = source_->Pick(WeakListener());
     if (!pick.ok()) {
       if (ticket) {
-        RecordLater(ticket,
-                    BreakerGate::IsConnectFailure(pick.status())
-                        ? BreakerGate::kFailure
-                        : BreakerGate::kIgnored,
-                    pick.status(), p);
+        breaker_.Record(std::move(*ticket),
+                        BreakerGate::IsConnectFailure(pick.status())
+                            ? BreakerGate::kFailure
+                            : BreakerGate::kIgnored,
+                        pick.status());
       }
-      if (reason == AttemptReason::kMigration) return;  // stay put
-      ScheduleReopenLocked(pick.status(), /*progressed=*/false, p);
+      {
+        absl::MutexLock lock(&mu_);
+        OnStartFailedLocked(reason, pick.status(), /*refused=*/false,
+                            absl::ZeroDuration(), w);
+      }
+      Flush(w);
       return;
     }
+    bool resume = false;
+    std::uint64_t after = 0;
+    {
+      absl::MutexLock lock(&mu_);
+      if (phase_ == Phase::kFinishing) {
+        AbandonStartLocked(*pick, ticket, w);
+        Flush(w);
+        return;
+      }
+      resume = reason != AttemptReason::kFirst && sequence_of_ &&
+               gate_.has_last();
+      after = gate_.last();
+    }
+    // The request is built outside the lock: `resume_after` is app code.
+    Request request = request_;
+    absl::Status threw;
+    if (resume) {
+      try {
+        resume_after_(request, after);
+      } catch (...) {
+        threw = CallbackThrew("resume_after", std::current_exception());
+      }
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      if (phase_ == Phase::kFinishing || !threw.ok()) {
+        if (!threw.ok()) EndLocked(threw, w);
+        AbandonStartLocked(*pick, ticket, w);
+      } else {
+        CommitStartLocked(reason, *std::move(pick), std::move(ticket),
+                          std::move(request), resume, after, w);
+      }
+    }
+    Flush(w);
+  }
+
+  // The start found the stream ending: give back what it took.
+  void AbandonStartLocked(const ConnectionPick& pick,
+                          absl::optional<BreakerGate::Ticket>& ticket, Work& w)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    starting_ = false;
+    RecordLater(ticket, BreakerGate::kIgnored, absl::OkStatus(), w);
+    auto self = this->shared_from_this();
+    const std::uint64_t id = pick.connection_id;
+    w.internal.Add([self, id] { self->source_->Release(id, self->WeakListener()); });
+    MaybeFinalizeLocked();
+  }
+
+  void CommitStartLocked(AttemptReason reason, ConnectionPick pick,
+                         absl::optional<BreakerGate::Ticket> ticket,
+                         Request request, bool resumed, std::uint64_t after,
+                         Work& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    starting_ = false;
+    migration_retry_delay_ = absl::ZeroDuration();
     auto rec = std::make_shared<AttemptRec>();
     rec->ticket = std::move(ticket);
     rec->started = clock_->Now();
     rec->info.attempt = ++stats_.attempts;
-    rec->info.connection_id = pick->connection_id;
-    rec->info.reason = reason;
-    Request request = request_;
-    if (reason != AttemptReason::kFirst && sequence_of_ && has_last_) {
-      resume_after_(request, last_);
-      rec->info.resumed = true;
-      rec->info.resume_after_seq = last_;
+    rec->info.connection_id = pick.connection_id;
+    rec->info.resumed = resumed;
+    rec->info.resume_after_seq = resumed ? after : 0;
+    for (std::uint64_t id : drained_during_start_) {
+      if (id == pick.connection_id) rec->draining = true;
     }
-    if (reason == AttemptReason::kMigration) {
+    drained_during_start_.clear();
+    const bool replaces_live =
+        current_ && current_->live && !current_->cancel_requested;
+    if (replaces_live) {
+      // Make before break: the current attempt stays as the fallback.
       old_ = current_;
+      rec->info.reason = AttemptReason::kMigration;
       ++stats_.migrations;
+      ArmHandoffTimerLocked(rec);
+    } else {
+      rec->info.reason =
+          reason == AttemptReason::kFirst && stats_.attempts == 1
+              ? AttemptReason::kFirst
+              : AttemptReason::kReopen;
     }
     current_ = rec;
+    ++live_attempts_;
     phase_ = Phase::kRunning;
+    ArmSettleTimerLocked(rec);
     AttemptInfo info = rec->info;
-    Notify(p, [info](StreamObserver& o) { o.OnAttemptStarted(info); });
+    Notify(w, [info](StreamObserver& o) { o.OnAttemptStarted(info); });
     auto self = this->shared_from_this();
-    p.internal.push_back(
-        [self, rec, pick = *std::move(pick), request = std::move(request)]() {
-          auto listener = std::make_shared<Listener>(self, rec);
-          std::shared_ptr<Attempt> handle =
-              self->factory_->Start(pick, request, std::move(listener));
-          self->OnAttemptHandle(rec, std::move(handle));
-        });
+    w.internal.Add([self, rec, pick = std::move(pick),
+                    request = std::move(request)]() {
+      auto listener = std::make_shared<Listener>(self, rec);
+      std::shared_ptr<Attempt> handle =
+          self->factory_->Start(pick, request, std::move(listener));
+      self->OnAttemptHandle(rec, std::move(handle));
+    });
+    // The replacement landed on a connection that drained meanwhile.
+    if (rec->draining) MaybeMigrateLocked(/*now=*/false, w);
+  }
+
+  void OnStartFailedLocked(AttemptReason reason, const absl::Status& status,
+                           bool refused, absl::Duration breaker_wait, Work& w)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    starting_ = false;
+    if (phase_ == Phase::kFinishing) {
+      MaybeFinalizeLocked();
+      return;
+    }
+    if (current_ && current_->live && !current_->cancel_requested) {
+      // A migration could not start: stay on the draining attempt and try
+      // again later (it keeps delivering meanwhile).
+      migration_retry_delay_ =
+          std::min(absl::Seconds(5), std::max(absl::Milliseconds(100),
+                                              2 * migration_retry_delay_));
+      ArmMigrationTimerLocked(
+          refused ? std::max(breaker_wait, migration_retry_delay_)
+                  : migration_retry_delay_);
+      return;
+    }
+    if (refused) {
+      if (reason == AttemptReason::kFirst && fail_fast_on_open_breaker_) {
+        EndLocked(status, w);
+        return;
+      }
+      absl::StatusOr<absl::Duration> wait =
+          budget_.OnRefused(clock_->Now(), breaker_wait, status);
+      if (!wait.ok()) {
+        GiveUpLocked(wait.status(), w);
+        return;
+      }
+      ArmReopenTimerLocked(*wait, status, w);
+      return;
+    }
+    const absl::Time now = clock_->Now();
+    absl::StatusOr<absl::Duration> delay =
+        budget_.OnFailure(now, now, status, absl::BitGenRef(gen_));
+    if (!delay.ok()) {
+      GiveUpLocked(delay.status(), w);
+      return;
+    }
+    ArmReopenTimerLocked(*delay, status, w);
   }
 
   void OnAttemptHandle(const std::shared_ptr<AttemptRec>& rec,
@@ -360,12 +482,12 @@ class StreamCore final
     bool cancel = false;
     bool resume = false;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       if (!rec->live || !handle) return;
       rec->handle = handle;
       if (rec->cancel_requested) {
         cancel = true;
-      } else if (rec->paused && ready_.size() < max_buffered_) {
+      } else if (rec->paused && queue_.HasRoom()) {
         rec->paused = false;
         resume = true;
       }
@@ -374,429 +496,456 @@ class StreamCore final
     if (resume) handle->Resume();
   }
 
-  // Records a breaker outcome after the stream's lock is released: the
-  // breaker calls its listeners and observer inline, and those may call back
-  // into this stream.
-  void RecordLater(absl::optional<BreakerGate::Ticket>& ticket, Outcome outcome,
-                   absl::Status cause, Pending& p) {
-    if (!ticket) return;
-    auto held = std::make_shared<BreakerGate::Ticket>(*std::move(ticket));
-    ticket.reset();
-    p.internal.push_back([this, held, outcome, cause = std::move(cause)] {
-      gate_.Record(std::move(*held), outcome, cause);
-    });
-  }
-
-  void CancelAttemptLocked(const std::shared_ptr<AttemptRec>& rec, Pending& p) {
+  void CancelAttemptLocked(const std::shared_ptr<AttemptRec>& rec, Work& w)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (!rec || !rec->live || rec->cancel_requested) return;
     rec->cancel_requested = true;
+    if (rec->settle_timer != 0) clock_->Cancel(rec->settle_timer);
+    rec->settle_timer = 0;
     if (rec->handle) {
-      p.internal.push_back([h = rec->handle] { h->Cancel(); });
+      w.internal.Add([h = rec->handle] { h->Cancel(); });
     }  // else OnAttemptHandle cancels it
   }
 
-  void StartMigrationLocked(Pending& p) {
-    std::shared_ptr<AttemptRec> before = current_;
-    StartAttemptLocked(AttemptReason::kMigration, p);
-    if (current_ == before) return;  // no connection or breaker: stay put
+  // --- Health --------------------------------------------------------------
+
+  // A live attempt becomes healthy at its first message, or once it has been
+  // open `settle_time_` on a connected connection: a quiet stream is not a
+  // failing one.
+  void ArmSettleTimerLocked(const std::shared_ptr<AttemptRec>& rec)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     std::weak_ptr<StreamCore> weak = this->shared_from_this();
-    std::weak_ptr<AttemptRec> fresh = current_;
-    clock_->Cancel(handoff_timer_);
-    handoff_timer_ = clock_->RunAfter(handoff_timeout_, [weak, fresh] {
-      if (auto self = weak.lock()) self->OnHandoffTimer(fresh.lock());
+    std::weak_ptr<AttemptRec> weak_rec = rec;
+    rec->settle_timer = clock_->RunAfter(settle_time_, [weak, weak_rec] {
+      auto self = weak.lock();
+      auto r = weak_rec.lock();
+      if (self && r) self->OnSettleTimer(r);
+    });
+  }
+
+  void OnSettleTimer(const std::shared_ptr<AttemptRec>& rec) {
+    Work w;
+    std::uint64_t id = 0;
+    {
+      absl::MutexLock lock(&mu_);
+      rec->settle_timer = 0;
+      if (!rec->live || rec->cancel_requested || rec->healthy ||
+          phase_ == Phase::kFinishing) {
+        return;
+      }
+      id = rec->info.connection_id;
+    }
+    const bool connected = source_->IsConnected(id);
+    {
+      absl::MutexLock lock(&mu_);
+      if (!rec->live || rec->cancel_requested || rec->healthy ||
+          phase_ == Phase::kFinishing) {
+        return;
+      }
+      if (connected) {
+        MarkHealthyLocked(rec, w);
+      } else {
+        ArmSettleTimerLocked(rec);  // look again later
+      }
+    }
+    Flush(w);
+  }
+
+  void MarkHealthyLocked(const std::shared_ptr<AttemptRec>& rec, Work& w)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (rec->healthy) return;
+    rec->healthy = true;
+    if (rec->settle_timer != 0) clock_->Cancel(rec->settle_timer);
+    rec->settle_timer = 0;
+    budget_.OnProgress();
+    RecordLater(rec->ticket, BreakerGate::kSuccess, absl::OkStatus(), w);
+  }
+
+  // --- Migration -----------------------------------------------------------
+
+  // Moves off a draining connection, make before break. `now`: the jitter
+  // (if any) has been waited out.
+  void MaybeMigrateLocked(bool now, Work& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (!migrate_on_drain_ || phase_ != Phase::kRunning || starting_) return;
+    if (!current_ || !current_->live || current_->cancel_requested ||
+        !current_->draining) {
+      return;
+    }
+    if (old_) {
+      // The replacement's connection drained before it delivered: drop the
+      // replacement, keep the fallback, and move again.
+      CancelAttemptLocked(current_, w);
+      current_ = std::move(old_);
+      old_.reset();
+      CancelTimerLocked(handoff_timer_);
+    }
+    if (!now) {
+      if (migration_timer_ != 0) return;  // a move is already scheduled
+      if (migration_jitter_ > absl::ZeroDuration()) {
+        // Spread the moves of many streams leaving one connection.
+        ArmMigrationTimerLocked(absl::Seconds(
+            absl::Uniform(absl::IntervalClosedOpen, gen_, 0.0,
+                          absl::ToDoubleSeconds(migration_jitter_))));
+        return;
+      }
+    }
+    BeginStartLocked(AttemptReason::kMigration, w);
+  }
+
+  void ArmMigrationTimerLocked(absl::Duration delay)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    CancelTimerLocked(migration_timer_);
+    std::weak_ptr<StreamCore> weak = this->shared_from_this();
+    const Clock::TimerId token = ++timer_tokens_;
+    migration_timer_token_ = token;
+    migration_timer_ = clock_->RunAfter(delay, [weak, token] {
+      if (auto self = weak.lock()) self->OnMigrationTimer(token);
+    });
+  }
+
+  void OnMigrationTimer(Clock::TimerId token) {
+    Work w;
+    {
+      absl::MutexLock lock(&mu_);
+      if (migration_timer_token_ != token) return;
+      migration_timer_ = 0;
+      MaybeMigrateLocked(/*now=*/true, w);
+    }
+    Flush(w);
+  }
+
+  void ArmHandoffTimerLocked(const std::shared_ptr<AttemptRec>& fresh)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    CancelTimerLocked(handoff_timer_);
+    std::weak_ptr<StreamCore> weak = this->shared_from_this();
+    std::weak_ptr<AttemptRec> weak_fresh = fresh;
+    handoff_timer_ = clock_->RunAfter(handoff_timeout_, [weak, weak_fresh] {
+      if (auto self = weak.lock()) self->OnHandoffTimer(weak_fresh.lock());
     });
   }
 
   void OnHandoffTimer(const std::shared_ptr<AttemptRec>& fresh) {
-    Pending p;
+    Work w;
     {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (fresh && current_ == fresh && old_) CancelAttemptLocked(old_, p);
+      absl::MutexLock lock(&mu_);
+      if (fresh && current_ == fresh && old_) {
+        handoff_timer_ = 0;
+        RetireOldLocked(w);
+      }
     }
-    Flush(p);
+    Flush(w);
   }
 
+  // The replacement took over: cancel the fallback.
+  void RetireOldLocked(Work& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    CancelAttemptLocked(old_, w);
+    old_.reset();
+    CancelTimerLocked(handoff_timer_);
+  }
+
+  // --- Messages ------------------------------------------------------------
+
   bool OnMessage(const std::shared_ptr<AttemptRec>& rec, Response&& response) {
-    Pending p;
+    absl::optional<std::uint64_t> seq;
+    absl::Status threw;
+    if (sequence_of_) {
+      try {
+        seq = sequence_of_(response);
+      } catch (...) {
+        threw = CallbackThrew("sequence_of", std::current_exception());
+      }
+    }
+    Work w;
     bool more = true;
     {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (!rec->live || rec->cancel_requested || phase_ >= Phase::kFinishing) {
+      absl::MutexLock lock(&mu_);
+      if (!rec->live || rec->cancel_requested ||
+          phase_ == Phase::kFinishing) {
         return false;
       }
-      if (!rec->got_message) {
-        rec->got_message = true;
-        AttemptInfo info = rec->info;
-        absl::Duration since = clock_->Now() - rec->started;
-        Notify(p, [info, since](StreamObserver& o) {
-          o.OnFirstMessage(info, since);
-        });
-        // The replacement is live: hand off from the draining attempt.
-        if (rec == current_ && old_) CancelAttemptLocked(old_, p);
-        RecordLater(rec->ticket, BreakerGate::kSuccess, absl::OkStatus(), p);
+      if (!threw.ok()) {
+        EndLocked(threw, w);
+        more = false;
+      } else {
+        more = AcceptLocked(rec, seq, std::move(response), w);
       }
-      more = AcceptLocked(rec, std::move(response), p);
     }
-    Flush(p);
+    Flush(w);
     return more;
   }
 
   // Applies the sequence rules and queues the message. Returns whether the
   // attempt may read on.
-  bool AcceptLocked(const std::shared_ptr<AttemptRec>& rec, Response&& response,
-                    Pending& p) {
-    if (sequence_of_) {
-      absl::optional<std::uint64_t> seq = sequence_of_(response);
-      if (!seq) {
-        EndLocked(absl::InternalError(absl::StrCat(
-                      "tether: attempt ", rec->info.attempt,
-                      " received a message without a sequence number (after "
-                      "seq ",
-                      last_, "); the stream cannot resume safely")),
-                  p);
-        return false;
-      }
-      if (rec->has_seq && *seq < rec->last_seq) {
-        EndLocked(absl::InternalError(absl::StrCat(
-                      "tether: sequence numbers went backwards within attempt ",
-                      rec->info.attempt, ": seq ", *seq, " after seq ",
-                      rec->last_seq)),
-                  p);
-        return false;
-      }
-      rec->has_seq = true;
-      rec->last_seq = *seq;
-      if (has_last_ && *seq <= last_) {
-        ++stats_.duplicates_dropped;
-        std::uint64_t s = *seq, l = last_;
-        Notify(p, [s, l](StreamObserver& o) { o.OnDuplicateDropped(s, l); });
-        return true;
-      }
-      if (has_last_ && *seq > last_ + 1) {
-        ++stats_.gaps;
-        std::uint64_t expected = last_ + 1, got = *seq;
-        Notify(p,
-               [expected, got](StreamObserver& o) { o.OnGap(expected, got); });
-        if (gap_policy_ == GapPolicy::kFail) {
-          EndLocked(absl::DataLossError(
-                        absl::StrCat("tether: sequence gap: expected seq ",
-                                     expected, ", got ", got)),
-                    p);
-          return false;
-        }
-      }
-      has_last_ = true;
-      last_ = *seq;
-      stats_.has_last_seq = true;
-      stats_.last_delivered_seq = last_;
+  bool AcceptLocked(const std::shared_ptr<AttemptRec>& rec,
+                    absl::optional<std::uint64_t> seq, Response&& response,
+                    Work& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (!rec->got_message) {
+      rec->got_message = true;
+      AttemptInfo info = rec->info;
+      absl::Duration since = clock_->Now() - rec->started;
+      Notify(w, [info, since](StreamObserver& o) {
+        o.OnFirstMessage(info, since);
+      });
+      // The replacement is live: hand off from the draining attempt.
+      if (rec == current_ && old_) RetireOldLocked(w);
+      MarkHealthyLocked(rec, w);
     }
-    // Progress: the budgets start over.
+    if (sequence_of_) {
+      SequenceGate::Admission a =
+          gate_.Admit(rec->cursor, seq, rec->info.attempt);
+      if (a.gap) {
+        ++stats_.gaps;
+        const std::uint64_t expected = a.expected, got = *seq;
+        Notify(w,
+               [expected, got](StreamObserver& o) { o.OnGap(expected, got); });
+      }
+      switch (a.verdict) {
+        case SequenceGate::Verdict::kFail:
+          EndLocked(a.error, w);
+          return false;
+        case SequenceGate::Verdict::kDuplicate: {
+          ++stats_.duplicates_dropped;
+          const std::uint64_t s = *seq, l = gate_.last();
+          Notify(w, [s, l](StreamObserver& o) { o.OnDuplicateDropped(s, l); });
+          return true;
+        }
+        case SequenceGate::Verdict::kDeliver:
+          stats_.has_last_seq = true;
+          stats_.last_delivered_seq = gate_.last();
+          break;
+      }
+    }
     rec->progressed = true;
-    attempts_without_progress_ = 0;
-    progress_anchor_ = clock_->Now();
-    backoff_->Reset();
-    ready_.push_back(std::move(response));
-    MarkDeliverableLocked(p);
-    if (ready_.size() >= max_buffered_) {
+    budget_.OnProgress();
+    if (!queue_.Push(std::move(response))) {
       rec->paused = true;
       return false;
     }
     return true;
   }
 
+  void OnQueueSpace() {
+    std::vector<std::shared_ptr<Attempt>> resume;
+    {
+      absl::MutexLock lock(&mu_);
+      for (const std::shared_ptr<AttemptRec>& rec : {current_, old_}) {
+        if (rec && rec->live && rec->paused && rec->handle &&
+            !rec->cancel_requested) {
+          rec->paused = false;
+          resume.push_back(rec->handle);
+        }
+      }
+    }
+    for (auto& h : resume) h->Resume();
+  }
+
+  void OnCallbackError(absl::Status status) {
+    auto self = this->shared_from_this();
+    Work w;
+    {
+      absl::MutexLock lock(&mu_);
+      queue_.Clear();
+      EndLocked(std::move(status), w);
+    }
+    Flush(w);
+  }
+
+  // --- Attempt ends --------------------------------------------------------
+
   void OnAttemptDone(const std::shared_ptr<AttemptRec>& rec,
                      const absl::Status& status) {
-    Pending p;
+    bool by_client = false;
+    bool received = false;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
+      by_client = rec->cancel_requested;
+      received = rec->got_message;
+    }
+    // The classifier is app code: outside the lock.
+    EndClass cls = EndClass::kOk;
+    absl::Status classifier_threw;
+    if (!by_client) {
+      AttemptEnd end;
+      end.status = status;
+      end.received_messages = received;
+      try {
+        cls = classifier_(end);
+      } catch (...) {
+        classifier_threw =
+            CallbackThrew("classifier", std::current_exception());
+      }
+    }
+    Work w;
+    {
+      absl::MutexLock lock(&mu_);
       rec->live = false;
+      --live_attempts_;
+      if (rec->settle_timer != 0) clock_->Cancel(rec->settle_timer);
+      rec->settle_timer = 0;
+      by_client = rec->cancel_requested;
       if (rec->handle) {
-        p.internal.push_back([h = std::move(rec->handle)] {});
+        // Dropped after the lock, like every other call into the attempt.
+        w.internal.Add([h = std::move(rec->handle)] {});
         rec->handle = nullptr;
       }
-      source_->Release(rec->info.connection_id, WeakListener());
-      const bool by_client = rec->cancel_requested;
-      EndClass cls = EndClass::kOk;
-      if (!by_client) {
-        AttemptEnd end;
-        end.status = status;
-        end.received_messages = rec->got_message;
-        cls = classifier_(end);
-      }
-      // No message arrived if the ticket is still here (the first message
-      // records success).
+      auto self = this->shared_from_this();
+      const std::uint64_t id = rec->info.connection_id;
+      w.internal.Add(
+          [self, id] { self->source_->Release(id, self->WeakListener()); });
       RecordLater(rec->ticket, BreakerGate::Classify(status, cls, by_client),
-                  status, p);
+                  status, w);
       AttemptInfo info = rec->info;
-      Notify(p, [info, status, cls, by_client](StreamObserver& o) {
+      Notify(w, [info, status, cls, by_client](StreamObserver& o) {
         o.OnAttemptEnded(info, status, cls, by_client);
       });
-      HandleEndLocked(rec, status, cls, by_client, p);
+      if (!classifier_threw.ok() && !by_client) {
+        EndLocked(classifier_threw, w);
+      } else {
+        HandleEndLocked(rec, status, cls, by_client, w);
+      }
     }
-    Flush(p);
+    Flush(w);
   }
 
   void HandleEndLocked(const std::shared_ptr<AttemptRec>& rec,
                        const absl::Status& status, EndClass cls, bool by_client,
-                       Pending& p) {
-    if (phase_ >= Phase::kFinishing) {
-      MaybeFinalizeLocked(p);
+                       Work& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (phase_ == Phase::kFinishing) {
+      MaybeFinalizeLocked();
       return;
     }
-    if (rec == old_) {
+    if (rec == old_) {  // the fallback ended first; the replacement runs on
       old_.reset();
+      CancelTimerLocked(handoff_timer_);
+      if (cls == EndClass::kDrain && !rec->draining && !by_client) {
+        ReportDrainEndLater(rec->info.connection_id, status, w);
+      }
       return;
     }
-    if (rec != current_ || by_client) return;
-    if (cls == EndClass::kDrain && !draining_.count(rec->info.connection_id)) {
-      source_->ReportDrainEnd(rec->info.connection_id, status);
+    if (rec != current_) return;  // a retiring attempt
+    if (by_client) {
+      // Only an ending stream cancels its current attempt; be safe anyway.
+      ArmReopenTimerLocked(budget_.AfterProgress(absl::BitGenRef(gen_)),
+                           status, w);
+      return;
     }
-    if (old_ && old_->live) {
-      // The replacement of a migration failed; the draining attempt still
-      // runs, so fall back to it and try the move again later.
+    if (cls == EndClass::kDrain && !rec->draining) {
+      ReportDrainEndLater(rec->info.connection_id, status, w);
+    }
+    if (cls == EndClass::kOk) {
+      EndLocked(absl::OkStatus(), w);
+      return;
+    }
+    if (cls == EndClass::kPermanent) {
+      EndLocked(status, w);
+      return;
+    }
+    if (old_) {
+      // The replacement of a migration failed while the draining attempt
+      // still runs (not cancelled): fall back to it and move again later.
       current_ = std::move(old_);
       old_.reset();
-      if (cls == EndClass::kOk || cls == EndClass::kPermanent) {
-        EndLocked(cls == EndClass::kOk ? absl::OkStatus() : status, p);
+      CancelTimerLocked(handoff_timer_);
+      absl::StatusOr<absl::Duration> delay = budget_.OnFailure(
+          clock_->Now(), FailingSince(*rec), status, absl::BitGenRef(gen_));
+      if (!delay.ok()) {
+        GiveUpLocked(delay.status(), w);
         return;
       }
-      if (!SpendBudgetLocked(status, p)) return;
-      absl::Duration delay = backoff_->OnFailure(absl::BitGenRef(gen_));
-      std::weak_ptr<StreamCore> weak = this->shared_from_this();
-      clock_->Cancel(handoff_timer_);
-      handoff_timer_ = clock_->RunAfter(delay, [weak] {
-        if (auto self = weak.lock()) self->OnMigrationRetry();
-      });
+      ArmMigrationTimerLocked(*delay);
       return;
     }
-    switch (cls) {
-      case EndClass::kOk:
-        EndLocked(absl::OkStatus(), p);
-        return;
-      case EndClass::kPermanent:
-        EndLocked(status, p);
-        return;
-      case EndClass::kDrain:
-      case EndClass::kTransient:
-        ScheduleReopenLocked(status, rec->progressed, p);
-        return;
+    absl::StatusOr<absl::Duration> delay =
+        rec->progressed
+            ? absl::StatusOr<absl::Duration>(
+                  budget_.AfterProgress(absl::BitGenRef(gen_)))
+            : budget_.OnFailure(clock_->Now(), FailingSince(*rec), status,
+                                absl::BitGenRef(gen_));
+    if (!delay.ok()) {
+      GiveUpLocked(delay.status(), w);
+      return;
     }
+    if (starting_) return;  // a migration's start is already on its way
+    ArmReopenTimerLocked(*delay, status, w);
   }
 
-  void OnMigrationRetry() {
-    Pending p;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (phase_ == Phase::kRunning && current_ && current_->live &&
-          !current_->cancel_requested && !(old_ && old_->live) &&
-          draining_.count(current_->info.connection_id)) {
-        StartMigrationLocked(p);
-      }
-    }
-    Flush(p);
+  // When an attempt began to fail: at its start unless it proved healthy.
+  absl::Time FailingSince(const AttemptRec& rec) {
+    return rec.healthy ? clock_->Now() : rec.started;
   }
 
-  // Counts one attempt without progress. Returns false (and ends the stream)
-  // when the reopen budget is spent.
-  bool SpendBudgetLocked(const absl::Status& last, Pending& p) {
-    ++attempts_without_progress_;
-    absl::Duration elapsed = clock_->Now() - progress_anchor_;
-    if (attempts_without_progress_ >= max_attempts_ || elapsed >= max_time_) {
-      absl::Status gave_up(
-          last.code() == absl::StatusCode::kOk ? absl::StatusCode::kUnavailable
-                                               : last.code(),
-          absl::StrCat(last.message(), " (tether: gave up after ",
-                       attempts_without_progress_,
-                       " attempts without progress in ",
-                       absl::FormatDuration(elapsed), ")"));
-      Notify(p, [gave_up](StreamObserver& o) { o.OnGaveUp(gave_up); });
-      EndLocked(gave_up, p);
-      return false;
-    }
-    return true;
-  }
-
-  void ScheduleReopenLocked(const absl::Status& last, bool progressed,
-                            Pending& p) {
-    absl::Duration delay = absl::ZeroDuration();
-    if (progressed) {
-      if (progress_jitter_ > absl::ZeroDuration()) {
-        delay = absl::Seconds(
-            absl::Uniform(absl::IntervalClosedOpen, gen_, 0.0,
-                          absl::ToDoubleSeconds(progress_jitter_)));
-      }
-    } else {
-      if (!SpendBudgetLocked(last, p)) return;
-      delay = backoff_->OnFailure(absl::BitGenRef(gen_));
-      if (max_time_ != absl::InfiniteDuration()) {
-        absl::Duration left = max_time_ - (clock_->Now() - progress_anchor_);
-        delay = std::min(delay, left);
-      }
-    }
-    ArmReopenTimerLocked(delay, last, p);
+  void ReportDrainEndLater(std::uint64_t id, const absl::Status& status,
+                           Work& w) {
+    auto self = this->shared_from_this();
+    w.internal.Add([self, id, status] {
+      self->source_->ReportDrainEnd(id, status);
+    });
   }
 
   void ArmReopenTimerLocked(absl::Duration delay, const absl::Status& last,
-                            Pending& p) {
-    phase_ = Phase::kBackoff;
-    Notify(p, [delay, last](StreamObserver& o) { o.OnBackoff(delay, last); });
+                            Work& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    phase_ = Phase::kWaiting;
+    Notify(w, [delay, last](StreamObserver& o) { o.OnBackoff(delay, last); });
+    CancelTimerLocked(reopen_timer_);
     std::weak_ptr<StreamCore> weak = this->shared_from_this();
-    Clock::TimerId id = ++timer_generation_;
-    reopen_timer_ = clock_->RunAfter(delay, [weak, id] {
-      if (auto self = weak.lock()) self->OnReopenTimer(id);
+    const Clock::TimerId token = ++timer_tokens_;
+    reopen_timer_token_ = token;
+    reopen_timer_ = clock_->RunAfter(delay, [weak, token] {
+      if (auto self = weak.lock()) self->OnReopenTimer(token);
     });
-    reopen_timer_generation_ = id;
   }
 
-  void OnReopenTimer(Clock::TimerId generation) {
-    Pending p;
+  void OnReopenTimer(Clock::TimerId token) {
+    Work w;
     {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (phase_ != Phase::kBackoff || reopen_timer_generation_ != generation) {
-        return;
-      }
+      absl::MutexLock lock(&mu_);
+      if (phase_ != Phase::kWaiting || reopen_timer_token_ != token) return;
       reopen_timer_ = 0;
-      StartAttemptLocked(AttemptReason::kReopen, p);
+      BeginStartLocked(AttemptReason::kReopen, w);
     }
-    Flush(p);
+    Flush(w);
   }
 
-  // The breaker refused: wait until it may let a probe through, within the
-  // reopen budget's time bound.
-  void WaitForBreakerLocked(const absl::Status& refused, Pending& p) {
-    // A refused permit is not an attempt: only the time bound applies.
-    absl::Duration elapsed = clock_->Now() - progress_anchor_;
-    if (elapsed >= max_time_) {
-      absl::Status gave_up(
-          absl::StatusCode::kUnavailable,
-          absl::StrCat(refused.message(), " (tether: gave up after ",
-                       absl::FormatDuration(elapsed), " without progress)"));
-      Notify(p, [gave_up](StreamObserver& o) { o.OnGaveUp(gave_up); });
-      EndLocked(gave_up, p);
-      return;
-    }
-    absl::Duration delay = gate_.RetryDelay();
-    if (max_time_ != absl::InfiniteDuration()) {
-      delay = std::min(delay, max_time_ - elapsed);
-    }
-    ArmReopenTimerLocked(delay, refused, p);
+  // --- Ending --------------------------------------------------------------
+
+  void GiveUpLocked(const absl::Status& gave_up, Work& w)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    Notify(w, [gave_up](StreamObserver& o) { o.OnGaveUp(gave_up); });
+    EndLocked(gave_up, w);
   }
 
-  // --- Ending -------------------------------------------------------------
-
-  void CancelLocked(Pending& p) {
-    if (phase_ >= Phase::kFinishing) return;
-    ready_.clear();
+  void CancelLocked(Work& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (phase_ == Phase::kFinishing) return;
+    queue_.Clear();
     EndLocked(absl::CancelledError("tether: stream cancelled by the client"),
-              p);
+              w);
   }
 
-  void EndLocked(const absl::Status& status, Pending& p) {
-    if (phase_ >= Phase::kFinishing) return;
+  void EndLocked(const absl::Status& status, Work& w)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (phase_ == Phase::kFinishing) return;
     phase_ = Phase::kFinishing;
     final_ = status;
-    if (reopen_timer_ != 0) clock_->Cancel(reopen_timer_);
-    reopen_timer_ = 0;
-    clock_->Cancel(handoff_timer_);
-    handoff_timer_ = 0;
-    CancelAttemptLocked(current_, p);
-    CancelAttemptLocked(old_, p);
-    MaybeFinalizeLocked(p);
+    CancelTimerLocked(reopen_timer_);
+    CancelTimerLocked(handoff_timer_);
+    CancelTimerLocked(migration_timer_);
+    CancelAttemptLocked(current_, w);
+    CancelAttemptLocked(old_, w);
+    MaybeFinalizeLocked();
   }
 
-  void MaybeFinalizeLocked(Pending& p) {
-    if (final_ready_) return;
-    if ((current_ && current_->live) || (old_ && old_->live)) return;
-    final_ready_ = true;
-    MarkDeliverableLocked(p);
+  // The end reaches the app once no attempt is live and no start is in
+  // flight (their picks and permits are given back first).
+  void MaybeFinalizeLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (finalized_ || phase_ != Phase::kFinishing) return;
+    if (live_attempts_ > 0 || starting_) return;
+    finalized_ = true;
+    queue_.Close(final_);
   }
 
-  // --- Delivery -----------------------------------------------------------
-
-  void MarkDeliverableLocked(Pending& p) {
-    if (!callback_mode_) {
-      cv_.notify_all();
-      return;
-    }
-    if (!delivering_) {
-      delivering_ = true;
-      p.deliver = true;
-    }
-  }
-
-  void ResumePausedLocked(Pending& p) {
-    if (ready_.size() >= max_buffered_) return;
-    for (const std::shared_ptr<AttemptRec>& rec : {current_, old_}) {
-      if (rec && rec->live && rec->paused && rec->handle) {
-        rec->paused = false;
-        p.internal.push_back([h = rec->handle] { h->Resume(); });
-      }
-    }
-  }
-
-  void DeliverLoop() {
-    std::unique_lock<std::mutex> lock(mu_);
-    deliverer_ = std::this_thread::get_id();
-    for (;;) {
-      if (detached_) break;
-      if (!ready_.empty()) {
-        Response message = std::move(ready_.front());
-        ready_.pop_front();
-        ++stats_.messages_delivered;
-        Pending p;
-        ResumePausedLocked(p);
-        lock.unlock();
-        for (auto& f : p.internal) f();
-        const void* saved = CurrentCalloutStream();
-        CurrentCalloutStream() = this;
-        on_message_(std::move(message));
-        CurrentCalloutStream() = saved;
-        lock.lock();
-        continue;
-      }
-      if (final_ready_ && phase_ != Phase::kDone) {
-        phase_ = Phase::kDone;
-        absl::Status final_status = final_;
-        lock.unlock();
-        const void* saved = CurrentCalloutStream();
-        CurrentCalloutStream() = this;
-        on_done_(final_status);
-        CurrentCalloutStream() = saved;
-        lock.lock();
-        continue;
-      }
-      break;
-    }
-    delivering_ = false;
-    deliverer_ = std::thread::id();
-    cv_.notify_all();
-  }
-
-  // Runs what was decided under the lock: observer calls first (so an
-  // attempt's start is reported before anything it delivers), then calls
-  // into attempts, then delivery.
-  void Flush(Pending& p) {
-    if (!p.user.empty()) {
-      bool run = false;
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        if (!detached_) {
-          run = true;
-          ++callouts_;
-        }
-      }
-      if (run) {
-        const void* saved = CurrentCalloutStream();
-        CurrentCalloutStream() = this;
-        for (auto& f : p.user) f();
-        CurrentCalloutStream() = saved;
-        std::lock_guard<std::mutex> lock(mu_);
-        --callouts_;
-        cv_.notify_all();
-      }
-    }
-    for (auto& f : p.internal) f();
-    if (p.deliver) DeliverLoop();
+  void CancelTimerLocked(Clock::TimerId& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (id != 0) clock_->Cancel(id);
+    id = 0;
   }
 
   // Immutable after construction.
@@ -808,45 +957,34 @@ class StreamCore final
   const std::shared_ptr<StreamObserver> observer_;
   const std::shared_ptr<Clock> clock_;
   const Classifier classifier_;
-
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::unique_ptr<BackoffPolicy> backoff_;
-  BreakerGate gate_;
-  std::mt19937_64 gen_;
-  const MessageFn on_message_;
-  const DoneFn on_done_;
-  const bool callback_mode_;
   const bool migrate_on_drain_;
   const bool fail_fast_on_open_breaker_;
-  const GapPolicy gap_policy_;
-  const absl::Duration progress_jitter_;
-  const int max_attempts_;
-  const absl::Duration max_time_;
   const absl::Duration handoff_timeout_;
   const absl::Duration migration_jitter_;
-  const std::size_t max_buffered_;
+  const absl::Duration settle_time_;
+  BreakerGate breaker_;  // thread-safe; used outside `mu_`
+  DeliveryQueue<Response> queue_;
 
-  Phase phase_ = Phase::kRunning;
-  std::shared_ptr<AttemptRec> current_;
-  std::shared_ptr<AttemptRec> old_;  // the draining attempt of a migration
-  std::set<std::uint64_t> draining_;
-  bool has_last_ = false;
-  std::uint64_t last_ = 0;
-  int attempts_without_progress_ = 0;
-  absl::Time progress_anchor_;
-  Clock::TimerId reopen_timer_ = 0;
-  Clock::TimerId reopen_timer_generation_ = 0;
-  Clock::TimerId timer_generation_ = 0;
-  Clock::TimerId handoff_timer_ = 0;
-  std::deque<Response> ready_;
-  absl::Status final_;
-  bool final_ready_ = false;
-  bool delivering_ = false;
-  std::thread::id deliverer_;
-  bool detached_ = false;
-  int callouts_ = 0;
-  StreamStats stats_;
+  absl::Mutex mu_;
+  SequenceGate gate_ ABSL_GUARDED_BY(mu_);
+  ReopenBudget budget_ ABSL_GUARDED_BY(mu_);
+  std::mt19937_64 gen_ ABSL_GUARDED_BY(mu_);
+  Phase phase_ ABSL_GUARDED_BY(mu_) = Phase::kRunning;
+  bool starting_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::uint64_t> drained_during_start_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<AttemptRec> current_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<AttemptRec> old_ ABSL_GUARDED_BY(mu_);  // the fallback
+  int live_attempts_ ABSL_GUARDED_BY(mu_) = 0;  // incl. retiring ones
+  Clock::TimerId timer_tokens_ ABSL_GUARDED_BY(mu_) = 0;
+  Clock::TimerId reopen_timer_ ABSL_GUARDED_BY(mu_) = 0;
+  Clock::TimerId reopen_timer_token_ ABSL_GUARDED_BY(mu_) = 0;
+  Clock::TimerId handoff_timer_ ABSL_GUARDED_BY(mu_) = 0;
+  Clock::TimerId migration_timer_ ABSL_GUARDED_BY(mu_) = 0;
+  Clock::TimerId migration_timer_token_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Duration migration_retry_delay_ ABSL_GUARDED_BY(mu_);
+  absl::Status final_ ABSL_GUARDED_BY(mu_);
+  bool finalized_ ABSL_GUARDED_BY(mu_) = false;
+  StreamStats stats_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace internal

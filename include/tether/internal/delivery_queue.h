@@ -1,0 +1,308 @@
+// Copyright 2026 The tether Authors. Licensed under the Apache License 2.0.
+// Internal: how a stream hands messages, its end and its events to the app.
+#ifndef TETHER_INTERNAL_DELIVERY_QUEUE_H_
+#define TETHER_INTERNAL_DELIVERY_QUEUE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <string>
+#include <thread>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+
+namespace tether {
+namespace internal {
+
+// Marks, for the current thread, that a callout of `owner` is running, so
+// that `owner` destroyed or finished from inside its own callout does not
+// wait for itself. RAII; nests.
+class CalloutScope {
+ public:
+  explicit CalloutScope(const void* owner);
+  ~CalloutScope();
+  CalloutScope(const CalloutScope&) = delete;
+  CalloutScope& operator=(const CalloutScope&) = delete;
+  // How many callouts of `owner` the current thread is inside.
+  static int Depth(const void* owner);
+
+ private:
+  const void* owner_;
+};
+
+// What a user callback's exception becomes: INTERNAL naming the callback.
+absl::Status CallbackThrew(const char* callback, std::exception_ptr error);
+
+// The application side of one stream: a bounded queue of messages read ahead,
+// the final status, and the rule that user code runs on one thread at a time
+// for messages, never under a lock, and never after the end or a detach.
+//
+// Callback mode (`on_message` and `on_done` given): whichever thread calls
+// `Drain` and finds nobody delivering becomes the deliverer and hands out
+// messages in order, then `on_done` exactly once, last. Reader mode: `Read`
+// and `Finish` wait for them.
+//
+// Observer calls go through `Callout`: they never run after `on_done` began
+// (or after `Finish` returned, or after `Detach`), and `on_done` waits for
+// none of them: the last callout to leave runs it instead. So nothing ever
+// waits for user code except `Detach`, which waits only for user code on
+// *other* threads.
+//
+// Exceptions: one thrown by `on_message` is caught, the message counts as
+// delivered, and `on_error` is told (the stream then ends with INTERNAL
+// naming the callback); one thrown by `on_done` or an observer is caught and
+// dropped.
+//
+// Thread safety: all methods may be called from any thread. Producers
+// (`Push`, `Close`, `Clear`) may hold their own lock (the stream's): they take
+// only this queue's lock and call nothing. Everything else must be called
+// with no lock held. The queue calls `on_space` and `on_error` with no lock.
+template <class T>
+class DeliveryQueue {
+ public:
+  using MessageFn = std::function<void(T&&)>;
+  using DoneFn = std::function<void(const absl::Status&)>;
+
+  // `on_message` and `on_done` both set (callback mode) or both empty
+  // (reader mode). `on_space`: the queue was full and has room again.
+  // `on_error`: `on_message` threw.
+  DeliveryQueue(std::size_t capacity, MessageFn on_message, DoneFn on_done,
+                std::function<void()> on_space,
+                std::function<void(absl::Status)> on_error)
+      : capacity_(capacity),
+        on_message_(std::move(on_message)),
+        on_done_(std::move(on_done)),
+        on_space_(std::move(on_space)),
+        on_error_(std::move(on_error)),
+        callback_mode_(static_cast<bool>(on_message_)) {}
+
+  // Queues a message. Returns false when the queue is now full: the producer
+  // should stop reading until `on_space`.
+  bool Push(T message) {
+    absl::MutexLock lock(&mu_);
+    if (closed_ || detached_) return true;
+    items_.push_back(std::move(message));
+    if (items_.size() >= capacity_) {
+      full_ = true;
+      return false;
+    }
+    return true;
+  }
+
+  bool HasRoom() {
+    absl::MutexLock lock(&mu_);
+    return items_.size() < capacity_;
+  }
+
+  // Drops what was not delivered yet (the app cancelled).
+  void Clear() {
+    absl::MutexLock lock(&mu_);
+    items_.clear();
+  }
+
+  // No more messages: `status` goes to `on_done` (or `Finish`) after the
+  // queued ones. Later calls do nothing.
+  void Close(absl::Status status) {
+    absl::MutexLock lock(&mu_);
+    if (closed_) return;
+    closed_ = true;
+    final_ = std::move(status);
+  }
+
+  // Callback mode: delivers what is due, unless another thread already is.
+  // Call with no lock held, after `Push` or `Close`.
+  void Drain() ABSL_LOCKS_EXCLUDED(mu_) {
+    if (!callback_mode_) return;
+    mu_.Lock();
+    if (delivering_) {
+      mu_.Unlock();
+      return;
+    }
+    delivering_ = true;
+    deliverer_ = std::this_thread::get_id();
+    for (;;) {
+      if (detached_) break;
+      if (!items_.empty()) {
+        T message = std::move(items_.front());
+        items_.pop_front();
+        ++delivered_;
+        const bool space = TakeSpaceLocked();
+        ++callouts_;
+        mu_.Unlock();
+        if (space) on_space_();
+        absl::Status threw;
+        {
+          CalloutScope scope(this);
+          try {
+            on_message_(std::move(message));
+          } catch (...) {
+            threw = CallbackThrew("on_message", std::current_exception());
+          }
+        }
+        if (!threw.ok()) on_error_(threw);
+        mu_.Lock();
+        --callouts_;
+        cv_.SignalAll();
+        continue;
+      }
+      if (closed_ && !done_started_) {
+        // Observer calls still running elsewhere run `on_done` when the
+        // last of them leaves (see `Callout`).
+        if (callouts_ > CalloutScope::Depth(this)) break;
+        RunDoneLocked();
+        continue;
+      }
+      break;
+    }
+    delivering_ = false;
+    deliverer_ = std::thread::id();
+    cv_.SignalAll();
+    mu_.Unlock();
+  }
+
+  // Runs `fn` (an observer call) unless the stream has ended for the app or
+  // was detached. Call with no lock held.
+  void Callout(const std::function<void()>& fn) ABSL_LOCKS_EXCLUDED(mu_) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (done_started_ || detached_ || finished_) return;
+      ++callouts_;
+    }
+    {
+      CalloutScope scope(this);
+      try {
+        fn();
+      } catch (...) {
+        // An observer cannot end or break the stream.
+      }
+    }
+    absl::MutexLock lock(&mu_);
+    --callouts_;
+    cv_.SignalAll();
+    // The end was held back for this call: run it now, unless a deliverer
+    // is busy (it will).
+    if (callback_mode_ && callouts_ == CalloutScope::Depth(this) && closed_ &&
+        !done_started_ && !detached_ && items_.empty() && !delivering_) {
+      delivering_ = true;
+      deliverer_ = std::this_thread::get_id();
+      RunDoneLocked();
+      delivering_ = false;
+      deliverer_ = std::thread::id();
+      cv_.SignalAll();
+    }
+  }
+
+  // Reader mode: waits for the next message; false once the stream ended.
+  bool Read(T* out) {
+    bool space = false;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(
+          +[](DeliveryQueue* q) ABSL_EXCLUSIVE_LOCKS_REQUIRED(q->mu_) {
+            return !q->items_.empty() || q->closed_ || q->detached_;
+          },
+          this));
+      if (items_.empty()) return false;
+      *out = std::move(items_.front());
+      items_.pop_front();
+      ++delivered_;
+      space = TakeSpaceLocked();
+    }
+    if (space) on_space_();
+    return true;
+  }
+
+  // Reader mode: waits for the end, and for observer calls running on other
+  // threads; no observer call starts after it returns.
+  absl::Status Finish() {
+    absl::MutexLock lock(&mu_);
+    const int own = CalloutScope::Depth(this);
+    struct Arg {
+      DeliveryQueue* q;
+      int own;
+    } arg{this, own};
+    mu_.Await(absl::Condition(
+        +[](Arg* a) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+          return a->q->closed_ && a->q->callouts_ <= a->own;
+        },
+        &arg));
+    finished_ = true;
+    return final_;
+  }
+
+  // No callback starts after this returns, and none is running on another
+  // thread. From inside a callout, the calls of this thread are not waited
+  // for (they return into the caller's frame).
+  void Detach() {
+    absl::MutexLock lock(&mu_);
+    detached_ = true;
+    items_.clear();
+    const int own = CalloutScope::Depth(this);
+    while (callouts_ > own) cv_.Wait(&mu_);
+  }
+
+  // Messages handed to the application so far.
+  std::uint64_t delivered() {
+    absl::MutexLock lock(&mu_);
+    return delivered_;
+  }
+
+ private:
+  // Whether a full queue just got room (the producer should resume).
+  bool TakeSpaceLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (!full_ || items_.size() >= capacity_) return false;
+    full_ = false;
+    return true;
+  }
+
+  // Runs `on_done` once; called by the thread that is the deliverer. Drops
+  // the lock while the callback runs.
+  void RunDoneLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    done_started_ = true;
+    absl::Status status = final_;
+    ++callouts_;
+    mu_.Unlock();
+    {
+      CalloutScope scope(this);
+      try {
+        on_done_(status);
+      } catch (...) {
+        // Nothing is left to tell.
+      }
+    }
+    mu_.Lock();
+    --callouts_;
+  }
+
+  const std::size_t capacity_;
+  const MessageFn on_message_;
+  const DoneFn on_done_;
+  const std::function<void()> on_space_;
+  const std::function<void(absl::Status)> on_error_;
+  const bool callback_mode_;
+
+  absl::Mutex mu_;
+  absl::CondVar cv_;
+  std::deque<T> items_ ABSL_GUARDED_BY(mu_);
+  bool full_ ABSL_GUARDED_BY(mu_) = false;
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status final_ ABSL_GUARDED_BY(mu_);
+  bool done_started_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  bool detached_ ABSL_GUARDED_BY(mu_) = false;
+  bool delivering_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread::id deliverer_ ABSL_GUARDED_BY(mu_);
+  // User calls running now (messages, the end, observer calls).
+  int callouts_ ABSL_GUARDED_BY(mu_) = 0;
+  std::uint64_t delivered_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace internal
+}  // namespace tether
+
+#endif  // TETHER_INTERNAL_DELIVERY_QUEUE_H_

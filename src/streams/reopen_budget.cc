@@ -1,0 +1,90 @@
+// Copyright 2026 The tether Authors. Licensed under the Apache License 2.0.
+#include "tether/internal/reopen_budget.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/random/distributions.h"
+#include "absl/strings/str_cat.h"
+
+namespace tether {
+namespace internal {
+
+ReopenBudget::ReopenBudget(std::unique_ptr<BackoffPolicy> backoff,
+                           Limits limits)
+    : backoff_(std::move(backoff)), limits_(limits) {}
+
+void ReopenBudget::OnProgress() {
+  failing_ = false;
+  failed_attempts_ = 0;
+  if (backoff_used_) backoff_->Reset();
+  backoff_used_ = false;
+}
+
+void ReopenBudget::StartFailing(absl::Time since) {
+  if (failing_) return;
+  failing_ = true;
+  failing_since_ = since;
+  failed_attempts_ = 0;
+}
+
+absl::Status ReopenBudget::GaveUp(const absl::Status& last,
+                                  absl::Duration elapsed,
+                                  bool count_attempts) const {
+  const absl::StatusCode code = last.code() == absl::StatusCode::kOk
+                                    ? absl::StatusCode::kUnavailable
+                                    : last.code();
+  if (!count_attempts) {
+    return absl::Status(
+        code, absl::StrCat(last.message(), " (tether: gave up after ",
+                           absl::FormatDuration(elapsed),
+                           " without progress)"));
+  }
+  return absl::Status(
+      code, absl::StrCat(last.message(), " (tether: gave up after ",
+                         failed_attempts_, " attempts without progress in ",
+                         absl::FormatDuration(elapsed), ")"));
+}
+
+absl::StatusOr<absl::Duration> ReopenBudget::OnFailure(
+    absl::Time now, absl::Time failing_since, const absl::Status& last,
+    absl::BitGenRef gen) {
+  StartFailing(std::min(failing_since, now));
+  ++failed_attempts_;
+  const absl::Duration elapsed = now - failing_since_;
+  if (failed_attempts_ >= limits_.max_attempts || elapsed >= limits_.max_time) {
+    return GaveUp(last, elapsed, /*count_attempts=*/true);
+  }
+  absl::Duration delay = backoff_->OnFailure(gen);
+  backoff_used_ = true;
+  if (limits_.max_time != absl::InfiniteDuration()) {
+    delay = std::min(delay, limits_.max_time - elapsed);
+  }
+  return std::max(delay, absl::ZeroDuration());
+}
+
+absl::StatusOr<absl::Duration> ReopenBudget::OnRefused(
+    absl::Time now, absl::Duration breaker_wait, const absl::Status& refused) {
+  StartFailing(now);
+  const absl::Duration elapsed = now - failing_since_;
+  if (elapsed >= limits_.max_time) {
+    return GaveUp(refused, elapsed, /*count_attempts=*/false);
+  }
+  absl::Duration delay = breaker_wait;
+  if (limits_.max_time != absl::InfiniteDuration()) {
+    delay = std::min(delay, limits_.max_time - elapsed);
+  }
+  return std::max(delay, absl::ZeroDuration());
+}
+
+absl::Duration ReopenBudget::AfterProgress(absl::BitGenRef gen) const {
+  if (limits_.progress_jitter <= absl::ZeroDuration()) {
+    return absl::ZeroDuration();
+  }
+  return absl::Seconds(absl::Uniform(
+      absl::IntervalClosedOpen, gen, 0.0,
+      absl::ToDoubleSeconds(limits_.progress_jitter)));
+}
+
+}  // namespace internal
+}  // namespace tether

@@ -93,6 +93,22 @@ class FakeConnectionSource final : public ConnectionSource {
     }
   }
 
+  // Says whether `connection_id` is connected (READY); every connection is
+  // unless the test says otherwise. A stream counts a silent attempt as
+  // healthy only on a connected connection.
+  void SetConnected(std::uint64_t connection_id, bool connected) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (connected) {
+      not_connected_.erase(connection_id);
+    } else {
+      not_connected_.insert(connection_id);
+    }
+  }
+  bool IsConnected(std::uint64_t connection_id) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return not_connected_.count(connection_id) == 0;
+  }
+
   // The next `Pick` fails with `status` (e.g. UNAVAILABLE "failed to
   // connect"); queue several calls for several picks.
   void FailNextPick(absl::Status status) {
@@ -142,6 +158,7 @@ class FakeConnectionSource final : public ConnectionSource {
   std::map<std::uint64_t, std::vector<std::weak_ptr<DrainListener>>> holders_;
   std::set<std::uint64_t> draining_;
   std::set<std::uint64_t> suspects_;
+  std::set<std::uint64_t> not_connected_;
   std::deque<absl::Status> fail_picks_;
   std::vector<std::pair<std::uint64_t, absl::Status>> drain_reports_;
   std::size_t releases_ = 0;

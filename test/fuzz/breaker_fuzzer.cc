@@ -164,12 +164,11 @@ class Harness {
              after.window_failures != before.window_failures ||
              after.consecutive_failures != before.consecutive_failures ||
              after.state != before.state)) {
-          Fail(absl::StrCat("an ignored outcome changed the window: calls ",
-                            before.window_calls, "->", after.window_calls,
-                            ", failures ", before.window_failures, "->",
-                            after.window_failures, ", run ",
-                            before.consecutive_failures, "->",
-                            after.consecutive_failures));
+          Fail(absl::StrCat(
+              "an ignored outcome changed the window: calls ",
+              before.window_calls, "->", after.window_calls, ", failures ",
+              before.window_failures, "->", after.window_failures, ", run ",
+              before.consecutive_failures, "->", after.consecutive_failures));
         }
         if (h.generation != generation_ && transitions_ == transitions_before &&
             (after.window_calls != before.window_calls ||
@@ -194,8 +193,10 @@ class Harness {
       }
       case 6: {
         const std::uint8_t s = in_.Byte() % 4;
-        if (s < 2) breaker_->SetForcedOpen(s == 0);
-        else breaker_->SetDisabled(s == 2);
+        if (s < 2)
+          breaker_->SetForcedOpen(s == 0);
+        else
+          breaker_->SetDisabled(s == 2);
         return;
       }
       case 7:
@@ -244,7 +245,9 @@ class Harness {
     if (c.state == BreakerState::kHalfOpen) {
       int probes = 0;
       for (auto& h : held_) {
-        if (h.generation == generation_ && h.permit.valid() && h.permit.is_probe()) ++probes;
+        if (h.generation == generation_ && h.permit.valid() &&
+            h.permit.is_probe())
+          ++probes;
       }
       if (probes > options_.half_open_permits) {
         Fail(absl::StrCat(probes, " probes out, half_open_permits ",

@@ -178,8 +178,7 @@ class Harness {
  private:
   void DoPick(Listener& l) {
     absl::StatusOr<ConnectionPick> pick = core_->Pick(
-        std::static_pointer_cast<ConnectionSource::DrainListener>(
-            Self(l)));
+        std::static_pointer_cast<ConnectionSource::DrainListener>(Self(l)));
     if (!pick.ok()) return;
     const std::uint64_t id = pick->connection_id;
     if (id == 0) Fail("pick returned connection id 0");
@@ -206,8 +205,8 @@ class Harness {
     auto it = l.held.find(id);
     if (it == l.held.end() || it->second == 0) return;
     --it->second;
-    core_->Release(id, std::static_pointer_cast<ConnectionSource::DrainListener>(
-                           Self(l)));
+    core_->Release(
+        id, std::static_pointer_cast<ConnectionSource::DrainListener>(Self(l)));
   }
 
   std::uint64_t AnyId() {
@@ -235,10 +234,9 @@ class Harness {
       }
       case 3:
       case 4: {
-        const LinkState states[] = {LinkState::kIdle, LinkState::kConnecting,
-                                    LinkState::kReady,
-                                    LinkState::kTransientFailure,
-                                    LinkState::kShutdown};
+        const LinkState states[] = {
+            LinkState::kIdle, LinkState::kConnecting, LinkState::kReady,
+            LinkState::kTransientFailure, LinkState::kShutdown};
         const std::uint64_t id = AnyId();
         core_->OnLinkState(id, states[in_.Byte() % 5]);
         return;
@@ -278,8 +276,8 @@ class Harness {
     }
     const std::size_t live = events_->opened.size() - events_->retired.size();
     if (s.open != live) {
-      Fail(absl::StrCat("stats.open ", s.open, " but opened - retired = ",
-                        live));
+      Fail(absl::StrCat("stats.open ", s.open,
+                        " but opened - retired = ", live));
     }
     if (s.total_opened != driver_.links.size() ||
         s.total_opened != events_->opened.size()) {

@@ -30,8 +30,7 @@ bool RunFile(const std::filesystem::path& path) {
   }
   std::vector<char> bytes((std::istreambuf_iterator<char>(in)),
                           std::istreambuf_iterator<char>());
-  std::fprintf(stderr, "replay: %s (%zu bytes)\n", path.c_str(),
-               bytes.size());
+  std::fprintf(stderr, "replay: %s (%zu bytes)\n", path.c_str(), bytes.size());
   LLVMFuzzerTestOneInput(reinterpret_cast<const std::uint8_t*>(bytes.data()),
                          bytes.size());
   return true;

@@ -228,8 +228,9 @@ class Harness {
     source_ = std::make_shared<testing::FakeConnectionSource>();
     transport_ = std::make_shared<Transport>(source_, clock_);
     const std::uint8_t flags = in_.Byte();
-    transport_->set_cancel_mode((flags & 1) ? testing::CancelMode::kAsync
-                                            : testing::CancelMode::kAsyncManual);
+    transport_->set_cancel_mode((flags & 1)
+                                    ? testing::CancelMode::kAsync
+                                    : testing::CancelMode::kAsyncManual);
     transport_->set_deliver_after_cancel((flags & 2) != 0);
     options_.migrate_on_drain = (flags & 4) == 0;
     options_.gap_policy =
@@ -253,11 +254,10 @@ class Harness {
         (jitters & 4) ? absl::Milliseconds(100) : absl::Seconds(2);
     options_.max_buffered_messages = 1 + in_.Byte() % 4;
     options_.observer = std::make_shared<Observer>(this);
-    Trace(absl::StrCat(
-        "setup: flags ", flags, " budget ",
-        options_.max_attempts_without_progress, " time ",
-        absl::FormatDuration(options_.max_time_without_progress), " buffer ",
-        options_.max_buffered_messages));
+    Trace(absl::StrCat("setup: flags ", flags, " budget ",
+                       options_.max_attempts_without_progress, " time ",
+                       absl::FormatDuration(options_.max_time_without_progress),
+                       " buffer ", options_.max_buffered_messages));
 
     if (with_breaker) {
       CircuitBreakerOptions b;
@@ -332,17 +332,31 @@ class Harness {
         std::uint64_t& sent = sent_[a->index()];
         const std::uint8_t how = in_.Byte();
         switch (how % 8) {
-          case 0: case 1: case 2: r.seq = sent + 1; break;  // in order
-          case 3: r.seq = sent; break;                      // duplicate
-          case 4: r.seq = sent + 2 + how / 8 % 4; break;    // gap
-          case 5: r.seq = sent > 0 ? sent - 1 : 0; break;   // backwards
-          case 6: r.has_seq = false; break;                 // missing seq
-          case 7: r.seq = a->request().after + 1 + how / 8 % 3; break;
+          case 0:
+          case 1:
+          case 2:
+            r.seq = sent + 1;
+            break;  // in order
+          case 3:
+            r.seq = sent;
+            break;  // duplicate
+          case 4:
+            r.seq = sent + 2 + how / 8 % 4;
+            break;  // gap
+          case 5:
+            r.seq = sent > 0 ? sent - 1 : 0;
+            break;  // backwards
+          case 6:
+            r.has_seq = false;
+            break;  // missing seq
+          case 7:
+            r.seq = a->request().after + 1 + how / 8 % 3;
+            break;
         }
         if (r.has_seq) sent = r.seq;
-        Trace(absl::StrCat("step: attempt ", a->index(), " sends ",
-                           r.has_seq ? absl::StrCat("seq ", r.seq)
-                                     : std::string("no seq")));
+        Trace(absl::StrCat(
+            "step: attempt ", a->index(), " sends ",
+            r.has_seq ? absl::StrCat("seq ", r.seq) : std::string("no seq")));
         a->Send(r);
         return;
       }
@@ -444,10 +458,10 @@ class Harness {
             action == Reentry::kDestroy) {
           action = Reentry::kCancel;
         }
-        Trace(absl::StrCat("step: arm action ", static_cast<int>(action),
-                           " (1 stats, 2 cancel, 3 destroy) at site ",
-                           static_cast<int>(site),
-                           " (0 on_message, 1 on_done, 2 observer, 3 breaker)"));
+        Trace(absl::StrCat(
+            "step: arm action ", static_cast<int>(action),
+            " (1 stats, 2 cancel, 3 destroy) at site ", static_cast<int>(site),
+            " (0 on_message, 1 on_done, 2 observer, 3 breaker)"));
         armed_[static_cast<int>(site)] = action;
         return;
       }
@@ -456,8 +470,10 @@ class Harness {
         const std::uint8_t b = in_.Byte() % 4;
         Trace(absl::StrCat("step: breaker switch ", b,
                            " (0 force open, 1 release, 2 disable, 3 enable)"));
-        if (b < 2) breaker_->SetForcedOpen(b == 0);
-        else breaker_->SetDisabled(b == 2);
+        if (b < 2)
+          breaker_->SetForcedOpen(b == 0);
+        else
+          breaker_->SetDisabled(b == 2);
         return;
       }
       case 15: {  // the app reads its stats (from outside any callback)
@@ -531,7 +547,8 @@ class Harness {
     // The fakes report sequences gRPC never produces with ADD_FAILURE.
     if (failures_.size() > 0) {
       for (int i = 0; i < failures_.size(); ++i) {
-        std::fprintf(stderr, "fake: %s\n", failures_.GetTestPartResult(i).message());
+        std::fprintf(stderr, "fake: %s\n",
+                     failures_.GetTestPartResult(i).message());
       }
       Fail("a fake reported a failure");
     }
@@ -566,8 +583,8 @@ class Harness {
       }
     }
     for (auto& a : LiveAttempts()) {
-      Fail(absl::StrCat("attempt ", a->index(), " never ended (cancelled: ",
-                        a->cancelled(), ")"));
+      Fail(absl::StrCat("attempt ", a->index(),
+                        " never ended (cancelled: ", a->cancelled(), ")"));
     }
     // (c) on_done exactly once (unless the stream was destroyed first).
     if (!destroyed_ && done_count_ != 1) {
@@ -602,7 +619,7 @@ class Harness {
   int in_app_cancel_ = 0;  // nesting depth of the app's Cancel() calls
   Reentry armed_[static_cast<int>(Site::kCount)] = {};
   std::map<std::size_t, std::uint64_t> sent_;  // last seq sent, per attempt
-  std::set<std::size_t> finished_;  // attempts the server has ended
+  std::set<std::size_t> finished_;             // attempts the server has ended
   bool has_last_ = false;
   std::uint64_t last_ = 0;
   int done_count_ = 0;
@@ -618,8 +635,8 @@ void Observer::OnAttemptStarted(const AttemptInfo& info) {
 void Observer::OnFirstMessage(const AttemptInfo&, absl::Duration) {
   h_->OnObserverEvent("OnFirstMessage");
 }
-void Observer::OnAttemptEnded(const AttemptInfo&, const absl::Status&,
-                              EndClass, bool) {
+void Observer::OnAttemptEnded(const AttemptInfo&, const absl::Status&, EndClass,
+                              bool) {
   h_->OnObserverEvent("OnAttemptEnded");
 }
 void Observer::OnDuplicateDropped(std::uint64_t, std::uint64_t) {

@@ -2,6 +2,8 @@
 //
 // The fake transport's cancel modes, driven by hand (no stream): gRPC's
 // TryCancel completes later, and the fake must behave the same way.
+#include "tether/testing/fake_transport.h"
+
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -12,15 +14,14 @@
 #include "gtest/gtest-spi.h"
 #include "gtest/gtest.h"
 #include "tether/testing/fake_clock.h"
-#include "tether/testing/fake_transport.h"
 #include "tether/transport.h"
 
 namespace tether {
 namespace {
 
+using testing::CancelMode;
 using ::testing::ElementsAre;
 using ::testing::IsEmpty;
-using testing::CancelMode;
 
 struct Req {
   std::string key;

@@ -6,9 +6,15 @@
 # when TETHER_WERROR is ON. Call it for every target built from tether's own
 # sources (library, tests, examples, benchmarks), never for generated
 # protobuf/gRPC code: that code is not ours and is exempt from warnings.
+# With TETHER_THREAD_SAFETY=ON and clang, also clang's thread-safety
+# analysis as errors (-Wthread-safety -Werror=thread-safety), whatever
+# TETHER_WERROR says.
 # Not installed: this is for tether's own build only.
 
 include_guard(GLOBAL)
+
+option(TETHER_THREAD_SAFETY
+       "clang only: -Wthread-safety -Werror=thread-safety on tether's code" OFF)
 
 function(tether_target_warnings target)
   if(MSVC)
@@ -28,6 +34,9 @@ function(tether_target_warnings target)
       -Wformat=2)
     if(TETHER_WERROR)
       list(APPEND _flags -Werror)
+    endif()
+    if(TETHER_THREAD_SAFETY AND CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+      list(APPEND _flags -Wthread-safety -Werror=thread-safety)
     endif()
   endif()
   get_target_property(_type ${target} TYPE)

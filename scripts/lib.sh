@@ -3,8 +3,10 @@
 #
 # Shared setup for scripts/test and scripts/demo. Source it; do not run it.
 #
-#   tether_ensure_packages   apt-get installs the build dependencies, only if
-#                            some are missing (Debian 12; needs root or sudo)
+#   tether_ensure_packages [PKG...]
+#                            apt-get installs the build dependencies (or the
+#                            packages named), only if some are missing
+#                            (Debian 12; needs root or sudo)
 #   tether_configure DIR ARGS...
 #                            configures tether into DIR with Ninja, ccache
 #                            when present, plus ARGS
@@ -32,6 +34,13 @@ TETHER_APT_PACKAGES=(
   libbenchmark-dev
 )
 
+# Only for scripts/test --fuzz: clang and libFuzzer. The normal build (gcc)
+# does not need them.
+TETHER_FUZZ_APT_PACKAGES=(
+  clang-14
+  libfuzzer-14-dev
+)
+
 tether_log() {
   printf '[tether] %s\n' "$*" >&2
 }
@@ -41,10 +50,15 @@ tether_die() {
   exit 1
 }
 
-# Prints the packages of TETHER_APT_PACKAGES that are not installed.
+# Prints the packages named (default: TETHER_APT_PACKAGES) that are not
+# installed.
 tether_missing_packages() {
   local pkg status
-  for pkg in "${TETHER_APT_PACKAGES[@]}"; do
+  local -a wanted=("$@")
+  if [[ ${#wanted[@]} -eq 0 ]]; then
+    wanted=("${TETHER_APT_PACKAGES[@]}")
+  fi
+  for pkg in "${wanted[@]}"; do
     status="$(dpkg-query -W -f='${db:Status-Status}' "${pkg}" 2>/dev/null \
       || true)"
     if [[ "${status}" != "installed" ]]; then
@@ -63,7 +77,7 @@ tether_ensure_packages() {
     return 0
   fi
   local -a missing
-  mapfile -t missing < <(tether_missing_packages)
+  mapfile -t missing < <(tether_missing_packages "$@")
   if [[ ${#missing[@]} -eq 0 ]]; then
     tether_log "build dependencies already installed"
     return 0

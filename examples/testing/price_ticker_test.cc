@@ -67,6 +67,11 @@ class PriceTickerTest : public ::testing::Test {
   // Runs every timer due in the next `d` (reopen delays, backoff, breaker).
   void Wait(absl::Duration d) { clock_->AdvanceBy(d); }
 
+  // A fake call's cancel completes later, as gRPC's does: on the clock. Let
+  // the cancels of the ticker destroyed at the end of the test complete, so
+  // that its calls let it (and the mocks it holds) go.
+  void TearDown() override { clock_->RunDue(); }
+
   std::shared_ptr<FakeClock> clock_;
   std::shared_ptr<FakeConnectionSource> connections_;
   std::shared_ptr<QuoteFeed> feed_;

@@ -80,6 +80,9 @@ class BreakerStreamTest : public ::testing::Test {
 
   ~BreakerStreamTest() override {
     streams_.clear();  // before the breaker's listener log goes away
+    // Destroying cancels; the cancels complete on the clock, as gRPC's
+    // TryCancel completes later. Then the attempts let the streams go.
+    clock_->RunDue();
     if (breaker_ && listener_ != 0) breaker_->RemoveListener(listener_);
   }
 

@@ -102,6 +102,10 @@ TEST(StreamConcurrency, MigrationWithBothAttemptsDeliveringConcurrently) {
     EXPECT_TRUE(old_attempt->cancelled());
     EXPECT_EQ(stream->stats().migrations, 1u);
     stream.reset();
+    // The transport has no clock: complete the cancels (the old attempt's,
+    // the destroyed stream's) so the attempts let the stream go.
+    transport->CompletePendingCancels();
+    EXPECT_EQ(transport->pending_cancels(), 0u);
   }
 }
 
@@ -140,6 +144,8 @@ TEST(StreamConcurrency, CancelAndDestroyRaceWithDeliveryAndEnds) {
     }();
     server.join();
     timers.join();
+    transport->CompletePendingCancels();  // cancels complete later, as in gRPC
+    clock->RunDue();
     std::lock_guard<std::mutex> lock(check->mu);
     EXPECT_EQ(check->bad, 0);
     EXPECT_EQ(check->delivered, delivered_at_destroy);  // nothing after

@@ -171,6 +171,29 @@ inline absl::Status ConnectFailure() {
       "Connection refused (fake)");
 }
 
+// How a `FakeTransport`'s attempts complete a client cancel.
+//
+// gRPC's `TryCancel` only requests the cancel: the call's `OnDone`
+// (CANCELLED) arrives later, after other events of the same call, and a
+// message already on its way may still be read in between. Fakes whose
+// cancel ends the call at once hide the ordering bugs that this exposes.
+enum class CancelMode {
+  // `Cancel` records the request; the attempt ends with CANCELLED later: on a
+  // zero-delay timer of the transport's clock (so `FakeClock::RunDue()` or
+  // `AdvanceBy` completes it), or, when the transport has no clock, when the
+  // test calls `FakeAttempt::CompleteCancel()` or
+  // `FakeTransport::CompletePendingCancels()`. The default.
+  kAsync,
+  // Like kAsync, but only the test completes cancels (`CompleteCancel`,
+  // `CompletePendingCancels`), also when the transport has a clock. For
+  // tests and fuzzers that choose the order of every event themselves.
+  kAsyncManual,
+  // `Cancel` ends the attempt with CANCELLED before it returns (OnDone runs
+  // inside `Cancel`). gRPC never does this; use it only for a test that
+  // depends on it.
+  kImmediate,
+};
+
 // An `AttemptFactory` whose attempts the test drives, by hand or by script.
 //
 // Each attempt the stream starts becomes a `FakeAttempt`: the test sends it
@@ -187,8 +210,8 @@ inline absl::Status ConnectFailure() {
 // when it started and ended, so a test can check backoff from the outside.
 //
 // Thread safety: all methods may be called concurrently; stream callbacks
-// run on the thread that called `Send`/`Finish`/`Resume`/`Cancel`, without a
-// lock held.
+// run on the thread that called `Send`/`Finish`/`Resume`/`Cancel`/
+// `CompleteCancel` (or the clock's `RunDue`/`AdvanceBy`), without a lock held.
 //
 //   auto source = std::make_shared<FakeConnectionSource>();
 //   auto transport = std::make_shared<FakeTransport<Req, Resp>>(source, clock);
@@ -263,15 +286,18 @@ class FakeTransport final : public AttemptFactory<Request, Response> {
     Script&& ConnectFails() && { return std::move(ConnectFails()); }
   };
 
-  class FakeAttempt final : public Attempt {
+  class FakeAttempt final : public Attempt,
+                            public std::enable_shared_from_this<FakeAttempt> {
    public:
     // Test side.
     void Send(Response response) {
       {
         std::lock_guard<std::mutex> lock(mu_);
         // A server may still write after the client cancelled; the client
-        // never sees it.
-        if (cancelled_) return;
+        // never sees it (unless it was in flight before the cancel completed
+        // and the transport delivers such messages).
+        if (done_ && cancelled_) return;
+        if (cancelled_ && !deliver_after_cancel_) return;
         if (finished_ || done_) {
           ADD_FAILURE() << "FakeAttempt " << index_ << " (connection "
                         << connection_id_
@@ -306,9 +332,28 @@ class FakeTransport final : public AttemptFactory<Request, Response> {
     const Request& request() const { return request_; }
     std::uint64_t connection_id() const { return connection_id_; }
     std::size_t index() const { return index_; }
+    // True once the stream asked to cancel (the attempt may still run: see
+    // `cancel_pending()`).
     bool cancelled() const {
       std::lock_guard<std::mutex> lock(mu_);
       return cancelled_;
+    }
+    // True while a cancel was requested and the attempt has not ended yet.
+    bool cancel_pending() const {
+      std::lock_guard<std::mutex> lock(mu_);
+      return cancelled_ && !done_;
+    }
+    // Completes a requested cancel: the stream gets `OnDone(CANCELLED)` now,
+    // on this thread. Returns false (and does nothing) when no cancel is
+    // pending (none requested, or the attempt has already ended).
+    bool CompleteCancel() {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (!cancelled_ || done_) return false;
+        cancel_completed_ = true;
+      }
+      Pump();
+      return true;
     }
     bool done() const {
       std::lock_guard<std::mutex> lock(mu_);
@@ -347,23 +392,42 @@ class FakeTransport final : public AttemptFactory<Request, Response> {
       }
       Pump();
     }
+    // Requests the cancel. kImmediate: the attempt ends here. kAsync: it
+    // ends on a zero-delay timer of the clock (or by `CompleteCancel`).
+    // kAsyncManual: it ends when the test calls `CompleteCancel`.
     void Cancel() override {
+      bool arm_timer = false;
       {
         std::lock_guard<std::mutex> lock(mu_);
-        if (done_) return;
+        if (done_ || cancelled_) return;
         cancelled_ = true;
+        if (cancel_mode_ == CancelMode::kImmediate) {
+          cancel_completed_ = true;
+        } else if (cancel_mode_ == CancelMode::kAsync && clock_) {
+          arm_timer = true;
+        }
+      }
+      if (arm_timer) {
+        std::weak_ptr<FakeAttempt> weak = this->weak_from_this();
+        clock_->RunAfter(absl::ZeroDuration(), [weak] {
+          if (auto self = weak.lock()) self->CompleteCancel();
+        });
       }
       Pump();
     }
 
     FakeAttempt(std::size_t index, std::uint64_t connection_id, Request request,
                 std::shared_ptr<AttemptListener<Response>> listener,
-                std::shared_ptr<Clock> clock = nullptr)
+                std::shared_ptr<Clock> clock = nullptr,
+                CancelMode cancel_mode = CancelMode::kAsync,
+                bool deliver_after_cancel = false)
         : index_(index),
           connection_id_(connection_id),
           request_(std::move(request)),
           clock_(std::move(clock)),
           started_at_(clock_ ? clock_->Now() : absl::InfinitePast()),
+          cancel_mode_(cancel_mode),
+          deliver_after_cancel_(deliver_after_cancel),
           listener_(std::move(listener)) {}
 
    private:
@@ -375,10 +439,14 @@ class FakeTransport final : public AttemptFactory<Request, Response> {
       pumping_ = true;
       for (;;) {
         if (done_) break;
-        if (cancelled_ || (finished_ && queue_.empty())) {
+        // While a cancel is pending the call is frozen, unless data already
+        // in flight may still arrive (`deliver_after_cancel`).
+        const bool flowing = !cancelled_ || deliver_after_cancel_;
+        if (cancel_completed_ || (flowing && finished_ && queue_.empty())) {
           absl::Status status =
-              cancelled_ ? absl::CancelledError("cancelled by the client")
-                         : finish_;
+              cancel_completed_
+                  ? absl::CancelledError("cancelled by the client")
+                  : finish_;
           queue_.clear();
           done_ = true;
           end_status_ = status;
@@ -390,7 +458,7 @@ class FakeTransport final : public AttemptFactory<Request, Response> {
           lock.lock();
           break;
         }
-        if (reading_ && !queue_.empty()) {
+        if (flowing && reading_ && !queue_.empty()) {
           Response r = std::move(queue_.front());
           queue_.pop_front();
           ++delivered_;
@@ -411,13 +479,16 @@ class FakeTransport final : public AttemptFactory<Request, Response> {
     const Request request_;
     const std::shared_ptr<Clock> clock_;
     const absl::Time started_at_;
+    const CancelMode cancel_mode_;
+    const bool deliver_after_cancel_;
     mutable std::mutex mu_;
     std::shared_ptr<AttemptListener<Response>> listener_;
     std::deque<Response> queue_;
     bool reading_ = true;
     bool pumping_ = false;
     bool finished_ = false;
-    bool cancelled_ = false;
+    bool cancelled_ = false;         // the stream asked to cancel
+    bool cancel_completed_ = false;  // ... and the cancel took effect
     bool done_ = false;
     absl::Status finish_;
     std::size_t delivered_ = 0;
@@ -430,6 +501,51 @@ class FakeTransport final : public AttemptFactory<Request, Response> {
   explicit FakeTransport(std::shared_ptr<FakeConnectionSource> source = nullptr,
                          std::shared_ptr<Clock> clock = nullptr)
       : source_(std::move(source)), clock_(std::move(clock)) {}
+
+  // How attempts started from now on complete a cancel. Default kAsync.
+  void set_cancel_mode(CancelMode mode) {
+    std::lock_guard<std::mutex> lock(mu_);
+    cancel_mode_ = mode;
+  }
+  CancelMode cancel_mode() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return cancel_mode_;
+  }
+  // Whether attempts started from now on still deliver, between a cancel
+  // request and its completion, the messages and final status the server
+  // sends (data in flight). Default false: a pending cancel delivers nothing.
+  void set_deliver_after_cancel(bool deliver) {
+    std::lock_guard<std::mutex> lock(mu_);
+    deliver_after_cancel_ = deliver;
+  }
+
+  // Completes every pending cancel, oldest attempt first (see
+  // `FakeAttempt::CompleteCancel`). Returns how many it completed.
+  std::size_t CompletePendingCancels() {
+    std::vector<std::shared_ptr<FakeAttempt>> all;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      all = attempts_;
+    }
+    std::size_t n = 0;
+    for (const auto& a : all) {
+      if (a->CompleteCancel()) ++n;
+    }
+    return n;
+  }
+  // Attempts whose cancel was requested and has not completed.
+  std::size_t pending_cancels() const {
+    std::vector<std::shared_ptr<FakeAttempt>> all;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      all = attempts_;
+    }
+    std::size_t n = 0;
+    for (const auto& a : all) {
+      if (a->cancel_pending()) ++n;
+    }
+    return n;
+  }
 
   // The next attempt without a script of its own runs `script`.
   void Expect(Script script) {
@@ -485,9 +601,9 @@ class FakeTransport final : public AttemptFactory<Request, Response> {
     std::shared_ptr<FakeAttempt> a;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      a = std::make_shared<FakeAttempt>(attempts_.size(),
-                                        connection.connection_id, request,
-                                        std::move(listener), clock_);
+      a = std::make_shared<FakeAttempt>(
+          attempts_.size(), connection.connection_id, request,
+          std::move(listener), clock_, cancel_mode_, deliver_after_cancel_);
       attempts_.push_back(a);
       if (!scripts_.empty()) {
         script = std::move(scripts_.front());
@@ -523,6 +639,8 @@ class FakeTransport final : public AttemptFactory<Request, Response> {
   const std::shared_ptr<FakeConnectionSource> source_;
   const std::shared_ptr<Clock> clock_;
   mutable std::mutex mu_;
+  CancelMode cancel_mode_ = CancelMode::kAsync;
+  bool deliver_after_cancel_ = false;
   std::deque<Script> scripts_;
   std::vector<std::shared_ptr<FakeAttempt>> attempts_;
 };

@@ -12,11 +12,7 @@
 //
 // Single-threaded and deterministic: every callback runs on the thread that
 // performs the step, every seed is fixed.
-//
-// Known open defects of the stream core (inputs in
-// test/fuzz/regressions/stream_fuzzer/open/) would stop every fuzzing run at
-// once, so the harness steers around them (see `AvoidOpenDefects`) unless
-// TETHER_FUZZ_OPEN_DEFECTS=1 is set, which replays them as found.
+
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -79,16 +75,6 @@ const absl::StatusCode kCodes[] = {
     absl::StatusCode::kDataLoss,
     absl::StatusCode::kUnauthenticated,
 };
-
-// False when TETHER_FUZZ_OPEN_DEFECTS=1: then the harness drives into the
-// known defects too.
-bool AvoidOpenDefects() {
-  static const bool avoid = [] {
-    const char* v = std::getenv("TETHER_FUZZ_OPEN_DEFECTS");
-    return v == nullptr || std::strcmp(v, "1") != 0;
-  }();
-  return avoid;
-}
 
 // TETHER_FUZZ_TRACE=1 prints every step and callback to stderr, to read
 // the event order of a failing input.
@@ -363,16 +349,6 @@ class Harness {
       case 3: {  // the server ends a live attempt with any status
         auto a = PickServing();
         if (!a) return;
-        // TODO(core): when a migration's replacement ends while the old
-        // attempt's hand-off cancel is still pending, the core falls back to
-        // the cancelled old attempt; once that cancel completes nothing
-        // reopens and the stream hangs (no attempt, no timer).
-        // regressions/stream_fuzzer/open/
-        // migration_fallback_to_cancelled_attempt_stuck.
-        if (AvoidOpenDefects() && a == transport_->last_attempt() &&
-            transport_->pending_cancels() > 0) {
-          return;
-        }
         finished_.insert(a->index());
         const absl::StatusCode code =
             kCodes[in_.Byte() % (sizeof(kCodes) / sizeof(kCodes[0]))];
@@ -447,17 +423,7 @@ class Harness {
       case 13: {  // arm a re-entrant action
         const std::uint8_t b = in_.Byte();
         const auto site = static_cast<Site>(b % static_cast<int>(Site::kCount));
-        auto action = static_cast<Reentry>(1 + (b / 8) % 3);
-        // TODO(core): destroying the stream from a StreamObserver or
-        // BreakerObserver callback hangs when that Flush has claimed
-        // delivery (Detach sees `delivering_` with no `deliverer_` yet and
-        // waits for itself). regressions/stream_fuzzer/open/
-        // destroy_in_observer_hangs, destroy_in_breaker_observer_hangs.
-        if (AvoidOpenDefects() &&
-            (site == Site::kObserver || site == Site::kBreakerObserver) &&
-            action == Reentry::kDestroy) {
-          action = Reentry::kCancel;
-        }
+        const auto action = static_cast<Reentry>(1 + (b / 8) % 3);
         Trace(absl::StrCat(
             "step: arm action ", static_cast<int>(action),
             " (1 stats, 2 cancel, 3 destroy) at site ", static_cast<int>(site),
@@ -502,15 +468,6 @@ class Harness {
         AppCancel();
         return;
       case Reentry::kDestroy:
-        // TODO(core): a stream destroyed from on_message/on_done while that
-        // delivery runs inside the app's own Cancel() (no attempt keeps the
-        // core alive) is freed under DeliverLoop: heap-use-after-free.
-        // regressions/stream_fuzzer/open/
-        // destroy_in_on_done_during_app_cancel_uaf.
-        if (AvoidOpenDefects() && in_app_cancel_ > 0) {
-          AppCancel();
-          return;
-        }
         DestroyStream();
         return;
     }
@@ -518,9 +475,7 @@ class Harness {
 
   void AppCancel() {
     if (!stream_) return;
-    ++in_app_cancel_;
     stream_->Cancel();
-    --in_app_cancel_;
   }
 
   void DestroyStream() {
@@ -616,7 +571,6 @@ class Harness {
   std::unique_ptr<Stream> stream_;
   bool in_destroy_ = false;
   bool destroyed_ = false;
-  int in_app_cancel_ = 0;  // nesting depth of the app's Cancel() calls
   Reentry armed_[static_cast<int>(Site::kCount)] = {};
   std::map<std::size_t, std::uint64_t> sent_;  // last seq sent, per attempt
   std::set<std::size_t> finished_;             // attempts the server has ended

@@ -77,7 +77,7 @@ class StreamTest : public ::testing::Test {
   StreamTest()
       : clock_(std::make_shared<testing::FakeClock>()),
         source_(std::make_shared<testing::FakeConnectionSource>()),
-        transport_(std::make_shared<Transport>(source_)),
+        transport_(std::make_shared<Transport>(source_, clock_)),
         observer_(std::make_shared<RecordingObserver>()) {
     options_.clock = clock_;
     options_.observer = observer_;
@@ -179,6 +179,7 @@ TEST_F(StreamTest, GapEndsStreamWithDataLossWhenAsked) {
   options_.gap_policy = GapPolicy::kFail;
   transport_->Expect({{M(1), M(2), M(5), M(6)}, {}, {}});
   auto stream = StartStream();
+  clock_->RunDue();  // the attempt's cancel completes (gRPC: later)
   EXPECT_THAT(got(), ElementsAre(1, 2));
   ASSERT_EQ(done().size(), 1u);
   EXPECT_EQ(done()[0].code(), absl::StatusCode::kDataLoss);
@@ -306,6 +307,9 @@ TEST_F(StreamTest, CancelWhileStreamingCancelsTheAttempt) {
   a->Send(M(1));
   stream->Cancel();
   EXPECT_TRUE(a->cancelled());
+  // The end waits for the attempt's cancel, which gRPC completes later.
+  EXPECT_TRUE(done().empty());
+  clock_->RunDue();
   ASSERT_EQ(done().size(), 1u);
   EXPECT_EQ(done()[0].code(), absl::StatusCode::kCancelled);
   EXPECT_EQ(observer_->ended_by_client, 1);
@@ -316,6 +320,7 @@ TEST_F(StreamTest, DestroyWithAttemptInFlightIsSafeAndSilent) {
   auto a = transport_->attempt(0);
   a->Send(M(1));
   stream.reset();
+  clock_->RunDue();  // the cancel completes
   // The call is cancelled; nothing reaches the app afterwards.
   EXPECT_TRUE(a->cancelled());
   EXPECT_TRUE(a->done());
@@ -411,6 +416,7 @@ TEST_F(StreamTest, InvalidOptionsAreRejectedBeforeAnythingStarts) {
 TEST_F(StreamTest, MessageWithoutSequenceEndsWithClearError) {
   transport_->Expect({{M(1), Resp{0, "no seq"}, M(2)}, {}, {}});
   auto stream = StartStream();
+  clock_->RunDue();
   EXPECT_THAT(got(), ElementsAre(1));
   ASSERT_EQ(done().size(), 1u);
   EXPECT_EQ(done()[0].code(), absl::StatusCode::kInternal);
@@ -421,6 +427,7 @@ TEST_F(StreamTest, MessageWithoutSequenceEndsWithClearError) {
 TEST_F(StreamTest, SequenceGoingBackwardsWithinAnAttemptIsAnError) {
   transport_->Expect({{M(5), M(6), M(3)}, {}, {}});
   auto stream = StartStream();
+  clock_->RunDue();
   EXPECT_THAT(got(), ElementsAre(5, 6));
   ASSERT_EQ(done().size(), 1u);
   EXPECT_EQ(done()[0].code(), absl::StatusCode::kInternal);
@@ -603,6 +610,7 @@ TEST_F(StreamTest, EveryPickIsReleased) {
   clock_->RunDue();
   ASSERT_EQ(transport_->attempt_count(), 3u);
   stream.reset();
+  clock_->RunDue();  // the last attempt's cancel completes
   EXPECT_EQ(source_->releases(), 3u);
 }
 

@@ -529,11 +529,23 @@ TEST_F(CircuitBreakerTest, OpenTurnsHalfOpenLazilyOnTryAcquire) {
               ElementsAre(Pair(kClosed, kOpen), Pair(kOpen, kHalfOpen)));
 }
 
-TEST_F(CircuitBreakerTest, OpenTurnsHalfOpenLazilyOnState) {
+TEST_F(CircuitBreakerTest, ReadersNeverChangeTheState) {
   auto clock = std::make_shared<NoTimerClock>();
   auto b = *CircuitBreaker::Create(TripOnFirstFailure(), clock, 1);
+  TransitionLog log;
+  b->AddListener(log.Listener());
   Call(*b, Outcome::kFailure);
+  const absl::Time tripped = clock->Now();
   clock->fake.AdvanceBy(absl::Seconds(1));
+  // The break has passed but the timer never ran: readers report what is,
+  // and a reader's call is not where the state changes.
+  EXPECT_EQ(b->state(), kOpen);
+  EXPECT_EQ(b->counts().state, kOpen);
+  EXPECT_EQ(b->counts().transitions, 1u);
+  EXPECT_EQ(b->open_until(), tripped + absl::Seconds(1));  // not in future
+  EXPECT_THAT(log.Get(), ElementsAre(Pair(kClosed, kOpen)));
+  auto probe = b->TryAcquire();  // the writer moves it
+  ASSERT_TRUE(probe.ok());
   EXPECT_EQ(b->state(), kHalfOpen);
 }
 
@@ -549,7 +561,9 @@ TEST_F(CircuitBreakerTest, HalfOpenClosesWhenAllProbesSucceed) {
   auto p2 = b->TryAcquire();
   ASSERT_TRUE(p1.ok() && p2.ok());
   EXPECT_TRUE(p1->is_probe());
-  EXPECT_EQ(b->open_until(), absl::InfiniteFuture());  // no permit free
+  // No permit free: the next one frees when the oldest probe times out.
+  EXPECT_EQ(b->open_until(),
+            clock_->Now() + CircuitBreakerOptions().half_open_probe_timeout);
   b->Record(*std::move(p1), Outcome::kSuccess);
   EXPECT_EQ(b->state(), kHalfOpen);  // one of two is not enough
   b->Record(*std::move(p2), Outcome::kSuccess);

@@ -187,8 +187,9 @@ absl::Status Validate(const CircuitBreakerOptions& options);
 // possibly on another thread than the one that caused the transition (the
 // clock's timer thread for open -> half-open).
 //
-// Ownership: the breaker keeps the `Clock` alive; its timer never outlives
-// it (cancelled in the destructor, and the timer holds only a weak_ptr).
+// Ownership: the breaker keeps the `Clock` alive; its timers (the break and
+// the probe timeouts) never outlive it (cancelled in the destructor, and
+// they hold only a weak_ptr).
 // Permits hold a weak_ptr, so they may outlive the breaker (then they do
 // nothing).
 //

@@ -2,16 +2,10 @@
 #ifndef TETHER_CIRCUIT_BREAKER_H_
 #define TETHER_CIRCUIT_BREAKER_H_
 
-#include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <functional>
-#include <map>
 #include <memory>
-#include <mutex>
-#include <random>
 #include <string>
-#include <thread>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -58,7 +52,9 @@ struct BreakerCounts {
   // breaker is disabled or after it changed state (see `Record`).
   std::uint64_t successful = 0;
   std::uint64_t failed = 0;
-  std::uint64_t ignored = 0;        // includes permits dropped unrecorded
+  std::uint64_t ignored = 0;        // includes permits dropped unrecorded and
+                                    // probes given back after
+                                    // `half_open_probe_timeout`
   std::uint64_t not_permitted = 0;  // rejected `TryAcquire` calls
   std::uint64_t transitions = 0;    // state changes
   // The current closed-state sliding window (zero in other states).
@@ -145,6 +141,13 @@ struct CircuitBreakerOptions {
   // first probe that fails. An ignored probe gives its permit back.
   // Default 3; in [1, 100000].
   int half_open_permits = 3;
+  // A half-open probe permit not recorded within this time is given back
+  // (counted as ignored, like a dropped permit) so that another probe may
+  // go: a probe held by a quiet stream never keeps the breaker half-open for
+  // ever. This is the longest the half-open state waits for a probe; a
+  // later `Record` of that permit changes nothing. Default 30 s; in
+  // (0, 24 h].
+  absl::Duration half_open_probe_timeout = absl::Seconds(30);
 
   // Optional; receives transitions and counts. Default none.
   std::shared_ptr<BreakerObserver> observer;
@@ -168,7 +171,13 @@ absl::Status Validate(const CircuitBreakerOptions& options);
 // Each call asks for a `Permit` and hands it back with the outcome. A permit
 // belongs to the state it was issued in: an outcome whose permit was issued
 // before the breaker last changed state is counted in the totals but changes
-// neither the window nor the half-open probes.
+// neither the window nor the half-open probes. A probe permit not recorded
+// within `half_open_probe_timeout` is given back (counted as ignored then);
+// its late outcome is not counted again and changes nothing.
+//
+// Time: open -> half-open happens on the breaker's clock timer when the
+// break ends (or in `TryAcquire`, if that comes first). Readers (`state`,
+// `open_until`, `counts`) never change the breaker.
 //
 // Thread safety: every method may be called concurrently from any thread.
 // One breaker per target is shared (via `std::shared_ptr`) by all streams on
@@ -178,8 +187,9 @@ absl::Status Validate(const CircuitBreakerOptions& options);
 // possibly on another thread than the one that caused the transition (the
 // clock's timer thread for open -> half-open).
 //
-// Ownership: the breaker keeps the `Clock` alive; its timer never outlives
-// it (cancelled in the destructor, and the timer holds only a weak_ptr).
+// Ownership: the breaker keeps the `Clock` alive; its timers (the break and
+// the probe timeouts) never outlive it (cancelled in the destructor, and
+// they hold only a weak_ptr).
 // Permits hold a weak_ptr, so they may outlive the breaker (then they do
 // nothing).
 //
@@ -212,12 +222,12 @@ class CircuitBreaker final
     // True while the permit is held and not yet recorded.
     bool valid() const { return generation_ != 0; }
     // True for a half-open probe permit.
-    bool is_probe() const { return probe_; }
+    bool is_probe() const { return probe_ != 0; }
 
    private:
     friend class CircuitBreaker;
     Permit(std::weak_ptr<CircuitBreaker> breaker, std::uint64_t generation,
-           bool probe)
+           std::uint64_t probe)
         : breaker_(std::move(breaker)),
           generation_(generation),
           probe_(probe) {}
@@ -225,7 +235,7 @@ class CircuitBreaker final
 
     std::weak_ptr<CircuitBreaker> breaker_;
     std::uint64_t generation_ = 0;  // 0: empty
-    bool probe_ = false;
+    std::uint64_t probe_ = 0;       // the probe's id; 0: not a probe
   };
 
   // INVALID_ARGUMENT for invalid options. `clock` defaults to
@@ -253,13 +263,14 @@ class CircuitBreaker final
   void Record(Permit permit, Outcome outcome,
               const absl::Status& cause = absl::OkStatus());
 
-  // The current state (an open breaker whose break has passed turns
-  // half-open here).
+  // The current state. Pure: an open breaker whose break has just passed
+  // reads kOpen until its timer (or a `TryAcquire`) turns it half-open.
   BreakerState state() const;
 
   // When a call could next be permitted, with no other event: for kOpen the
-  // end of the break; InfiniteFuture for kForcedOpen and for kHalfOpen with
-  // every probe permit taken (wait for a listener call, or poll); otherwise
+  // end of the break (possibly just past); for kHalfOpen with every probe
+  // permit taken, when the oldest unrecorded probe times out
+  // (`half_open_probe_timeout`); InfiniteFuture for kForcedOpen; otherwise
   // InfinitePast (TryAcquire would succeed now).
   absl::Time open_until() const;
 
@@ -288,65 +299,15 @@ class CircuitBreaker final
   absl::string_view name() const { return options_.name; }
 
  private:
-  struct Window;  // defined in circuit_breaker.cc
-  struct Event {
-    BreakerState from = BreakerState::kClosed;
-    BreakerState to = BreakerState::kClosed;
-    Counts counts;
-  };
+  // Everything that changes (state, window, probes, listeners, the mutex),
+  // defined in circuit_breaker.cc.
+  struct State;
 
   CircuitBreaker(CircuitBreakerOptions options, std::shared_ptr<Clock> clock,
                  std::uint64_t seed);
 
-  // All *Locked methods need mu_ held.
-  void MaybeHalfOpenLocked(absl::Time now) const;
-  void TransitionLocked(BreakerState to) const;
-  void TripLocked(absl::Time now, std::string reason);
-  void ApplySwitchesLocked();
-  void RecordLocked(std::uint64_t generation, Outcome outcome,
-                    const absl::Status& cause);
-  Counts CountsLocked() const;
-  std::string RejectionLocked(absl::Time now) const;
-  // True when the caller must run `Dispatch()` after unlocking.
-  bool ClaimDispatchLocked() const;
-  void Dispatch() const;
-  void OnTimer(std::uint64_t generation);
-  void ReleaseUnrecorded(std::uint64_t generation);
-
   const CircuitBreakerOptions options_;
-  const std::shared_ptr<Clock> clock_;
-
-  // Everything below is guarded by mu_ (a std::mutex rather than
-  // absl::Mutex so that TSan sees it with a non-instrumented abseil).
-  // Lazy transitions happen inside const accessors, hence `mutable`.
-  mutable std::mutex mu_;
-  mutable std::condition_variable listener_done_;  // in_call_ changed
-  mutable BreakerState state_ = BreakerState::kClosed;
-  // Bumped on every state change; permits carry the value they were issued
-  // under. Starts at 1 (0 marks an empty permit).
-  mutable std::uint64_t generation_ = 1;
-  bool forced_open_ = false;
-  bool disabled_ = false;
-  mutable std::unique_ptr<Window> window_;
-  mutable std::uint64_t consecutive_failures_ = 0;
-  mutable std::uint64_t consecutive_trips_ = 0;
-  mutable absl::Time open_until_ = absl::InfinitePast();
-  mutable Clock::TimerId timer_ = 0;
-  mutable int probes_in_flight_ = 0;
-  mutable int probes_succeeded_ = 0;
-  mutable std::mt19937_64 rng_;
-  mutable std::string trip_reason_;
-  std::string last_failure_;
-  mutable Counts totals_;  // lifetime counters only
-
-  // Listener delivery: events queue up under mu_; one thread at a time
-  // (the one that finds `dispatching_` false) delivers them.
-  mutable std::deque<Event> events_;
-  mutable bool dispatching_ = false;
-  mutable std::thread::id dispatcher_;
-  mutable std::uint64_t in_call_ = 0;
-  std::map<std::uint64_t, std::shared_ptr<Listener>> listeners_;
-  std::uint64_t next_listener_id_ = 0;
+  const std::unique_ptr<State> state_;
 };
 
 }  // namespace tether

@@ -191,6 +191,9 @@ class ConnectionPool final : public ConnectionSource {
                const std::weak_ptr<DrainListener>& listener) override;
   void ReportDrainEnd(std::uint64_t connection_id,
                       const absl::Status& status) override;
+  // True iff connection `connection_id` is open and READY right now
+  // (draining or suspect included); false for retired or unknown ids.
+  bool IsConnected(std::uint64_t connection_id) override;
 
   ConnectionPoolStats Stats() const;
 

@@ -1,12 +1,12 @@
 // Copyright 2026 The tether Authors. Licensed under the Apache License 2.0.
-#include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <thread>
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "tether/internal/grpc_read_attempt.h"
+#include "tether/internal/mutex.h"
 
 namespace tether {
 namespace internal {
@@ -14,6 +14,8 @@ namespace {
 
 // One thread that drops what it is handed, holding no lock while it does
 // (destructors may block briefly or call back into tether).
+//
+// Thread safety: `Release` from any thread. Never destroyed.
 class Releaser {
  public:
   Releaser() {
@@ -21,29 +23,27 @@ class Releaser {
   }
 
   void Release(std::shared_ptr<void> ref) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      queue_.push_back(std::move(ref));
-    }
-    cv_.notify_one();
+    MutexLock lock(&mu_);
+    queue_.push_back(std::move(ref));
+    cv_.Signal();
   }
 
  private:
   void Loop() {
     std::vector<std::shared_ptr<void>> batch;
-    std::unique_lock<std::mutex> lock(mu_);
     for (;;) {
-      cv_.wait(lock, [this] { return !queue_.empty(); });
-      batch.swap(queue_);
-      lock.unlock();
+      {
+        MutexLock lock(&mu_);
+        while (queue_.empty()) cv_.Wait(&mu_);
+        batch.swap(queue_);
+      }
       batch.clear();  // may destroy attempts, streams, pools, channels
-      lock.lock();
     }
   }
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<std::shared_ptr<void>> queue_;
+  Mutex mu_;
+  CondVar cv_;  // signalled when queue_ gets an entry
+  std::vector<std::shared_ptr<void>> queue_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace

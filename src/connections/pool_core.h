@@ -6,7 +6,7 @@
 // connection is draining or suspect, when to retire it, and whom to tell. It
 // never touches gRPC: it opens connections through a `ConnectionDriver` and
 // learns their state from `PoolCore::OnLinkState` / `OnLinkHealth`. The
-// production driver (pool_grpc_driver.h) wraps one `grpc::Channel` per
+// production driver (grpc_connection_driver.h) wraps one `grpc::Channel` per
 // connection; unit tests pass a fake driver and call the `On*` methods
 // themselves.
 #ifndef TETHER_SRC_CONNECTIONS_POOL_CORE_H_
@@ -16,16 +16,18 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "tether/clock.h"
 #include "tether/connection_pool.h"
+#include "tether/internal/deferred.h"
+#include "tether/internal/mutex.h"
 #include "tether/transport.h"
 
 namespace tether {
@@ -73,7 +75,15 @@ class ConnectionDriver {
 // implements it for any driver.
 //
 // Thread safety: every method may be called concurrently from any thread.
-// Listeners and the observer are called with no core lock held.
+// Listeners, the observer and `Link::Close` are called with no core lock
+// held (collected in a `Deferred` under the lock, run after it), so they may
+// call back into the core. The driver's `Open` and the clock's `RunAfter` /
+// `Cancel` are called under the lock: their contracts forbid calling back
+// synchronously.
+//
+// Ownership: the core holds its links, the clock and the observer; timers
+// hold it weakly. Callers keep it alive (by `std::shared_ptr`) for the
+// length of each call, so a callback may drop the owner's reference.
 class PoolCore final : public ConnectionSource,
                        public std::enable_shared_from_this<PoolCore> {
  public:
@@ -104,6 +114,10 @@ class PoolCore final : public ConnectionSource,
   // UNAVAILABLE "pool shut down". Listeners are not told. Idempotent.
   void Shutdown();
 
+  // True iff connection `connection_id` is open and its state is READY
+  // (draining and suspect connections included: this is about transport).
+  bool IsConnected(std::uint64_t connection_id) override;
+
   // Whether connection `id` is open, for tests.
   bool IsOpen(std::uint64_t id);
 
@@ -130,23 +144,29 @@ class PoolCore final : public ConnectionSource,
     Clock::TimerId idle_timer = 0;
     bool Live() const { return !draining && !suspect; }
   };
-  // Work collected under the lock and done after it is released.
-  struct Deferred {
-    std::vector<std::function<void()>> calls;
-    std::vector<std::shared_ptr<Link>> to_close;
-    std::vector<Clock::TimerId> to_cancel;
-  };
-
   PoolCore(const ConnectionPoolOptions& options, ConnectionDriver* driver);
 
-  void Run(Deferred& d);
-  Conn* OpenLocked(std::size_t group, Deferred& d);
-  void EnsureGroupsLocked(Deferred& d);
-  void MarkDrainingLocked(Conn& c, std::string why, Deferred& d);
-  void RetireLocked(std::uint64_t id, Deferred& d);
-  void MaybeRetireOrArmLocked(Conn& c, Deferred& d);
-  void OnIdleTimer(std::uint64_t id, Clock::TimerId timer);
-  std::size_t GroupCountLocked(std::size_t group, bool live_only) const;
+  // Each `...Locked` method adds what must happen after the lock (observer
+  // and listener calls, link closes) to `later`.
+  Conn* OpenLocked(std::size_t group, Deferred& later)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void EnsureGroupsLocked(Deferred& later) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Opens a replacement when `group` has no usable connection left.
+  void ReplaceIfNeededLocked(std::size_t group, Deferred& later)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void MarkDrainingLocked(Conn& c, std::string why, Deferred& later)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RetireLocked(std::uint64_t id, Deferred& later)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Retires `c` (which may erase it) or arms its idle timer, once unpicked.
+  void MaybeRetireOrArmLocked(Conn& c, Deferred& later)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `cell` holds the timer's id (written once RunAfter returned, under mu_);
+  // a timer that is no longer the connection's idle timer does nothing.
+  void OnIdleTimer(std::uint64_t id,
+                   const std::shared_ptr<Clock::TimerId>& cell);
+  std::size_t GroupCountLocked(std::size_t group, bool live_only) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const ConnectionPoolOptions options_;
   ConnectionDriver* const driver_;
@@ -154,11 +174,11 @@ class PoolCore final : public ConnectionSource,
   std::shared_ptr<Clock> clock_;
   std::shared_ptr<ConnectionObserver> observer_;
 
-  std::mutex mu_;
-  bool shut_down_ = false;
-  std::uint64_t next_id_ = 1;
-  std::uint64_t total_opened_ = 0;
-  std::map<std::uint64_t, Conn> conns_;
+  Mutex mu_;
+  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+  std::uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  std::uint64_t total_opened_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<std::uint64_t, Conn> conns_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace internal

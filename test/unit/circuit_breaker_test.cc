@@ -12,7 +12,9 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "absl/types/optional.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tether/testing/fake_clock.h"
@@ -22,6 +24,7 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::Pair;
 using ::testing::SizeIs;
 using ::tether::testing::FakeClock;
@@ -160,6 +163,16 @@ TEST(CircuitBreakerOptionsTest, InvalidOptionsAreRejectedByName) {
       {"break_jitter", [](auto& o) { o.break_jitter = 1.0; }},
       {"break_jitter", [](auto& o) { o.break_jitter = -0.1; }},
       {"half_open_permits", [](auto& o) { o.half_open_permits = 0; }},
+      {"half_open_probe_timeout",
+       [](auto& o) { o.half_open_probe_timeout = absl::ZeroDuration(); }},
+      {"half_open_probe_timeout",
+       [](auto& o) { o.half_open_probe_timeout = -absl::Seconds(1); }},
+      {"half_open_probe_timeout",
+       [](auto& o) {
+         o.half_open_probe_timeout = absl::Hours(24) + absl::Nanoseconds(1);
+       }},
+      {"half_open_probe_timeout",
+       [](auto& o) { o.half_open_probe_timeout = absl::InfiniteDuration(); }},
   };
   for (const InvalidCase& c : cases) {
     CircuitBreakerOptions o;
@@ -180,6 +193,19 @@ TEST(CircuitBreakerOptionsTest, MessageGivesValueAndRange) {
   EXPECT_EQ(Validate(o).message(),
             "CircuitBreakerOptions.half_open_permits must be in [1, 100000], "
             "got 0");
+}
+
+TEST(CircuitBreakerOptionsTest, ProbeTimeoutExtremesAreValid) {
+  CircuitBreakerOptions o;
+  EXPECT_EQ(o.half_open_probe_timeout, absl::Seconds(30));  // the default
+  o.half_open_probe_timeout = absl::Nanoseconds(1);
+  EXPECT_TRUE(Validate(o).ok());
+  o.half_open_probe_timeout = absl::Hours(24);
+  EXPECT_TRUE(Validate(o).ok());
+  o.half_open_probe_timeout = absl::Hours(25);
+  EXPECT_EQ(Validate(o).message(),
+            "CircuitBreakerOptions.half_open_probe_timeout must be in "
+            "(0, 24h], got 25h");
 }
 
 TEST(CircuitBreakerOptionsTest, TimeFieldsNotCheckedForCountWindow) {
@@ -529,11 +555,23 @@ TEST_F(CircuitBreakerTest, OpenTurnsHalfOpenLazilyOnTryAcquire) {
               ElementsAre(Pair(kClosed, kOpen), Pair(kOpen, kHalfOpen)));
 }
 
-TEST_F(CircuitBreakerTest, OpenTurnsHalfOpenLazilyOnState) {
+TEST_F(CircuitBreakerTest, ReadersNeverChangeTheState) {
   auto clock = std::make_shared<NoTimerClock>();
   auto b = *CircuitBreaker::Create(TripOnFirstFailure(), clock, 1);
+  TransitionLog log;
+  b->AddListener(log.Listener());
   Call(*b, Outcome::kFailure);
+  const absl::Time tripped = clock->Now();
   clock->fake.AdvanceBy(absl::Seconds(1));
+  // The break has passed but the timer never ran: readers report what is,
+  // and a reader's call is not where the state changes.
+  EXPECT_EQ(b->state(), kOpen);
+  EXPECT_EQ(b->counts().state, kOpen);
+  EXPECT_EQ(b->counts().transitions, 1u);
+  EXPECT_EQ(b->open_until(), tripped + absl::Seconds(1));  // not in future
+  EXPECT_THAT(log.Get(), ElementsAre(Pair(kClosed, kOpen)));
+  auto probe = b->TryAcquire();  // the writer moves it
+  ASSERT_TRUE(probe.ok());
   EXPECT_EQ(b->state(), kHalfOpen);
 }
 
@@ -549,7 +587,9 @@ TEST_F(CircuitBreakerTest, HalfOpenClosesWhenAllProbesSucceed) {
   auto p2 = b->TryAcquire();
   ASSERT_TRUE(p1.ok() && p2.ok());
   EXPECT_TRUE(p1->is_probe());
-  EXPECT_EQ(b->open_until(), absl::InfiniteFuture());  // no permit free
+  // No permit free: the next one frees when the oldest probe times out.
+  EXPECT_EQ(b->open_until(),
+            clock_->Now() + CircuitBreakerOptions().half_open_probe_timeout);
   b->Record(*std::move(p1), Outcome::kSuccess);
   EXPECT_EQ(b->state(), kHalfOpen);  // one of two is not enough
   b->Record(*std::move(p2), Outcome::kSuccess);
@@ -595,6 +635,265 @@ TEST_F(CircuitBreakerTest, DroppedProbeGivesItsPermitBack) {
     ASSERT_TRUE(probe.ok());
   }
   EXPECT_TRUE(b->TryAcquire().ok());
+}
+
+// --- Half-open probe timeout (never stuck half-open) ----------------------
+
+// Trips `b` (one failure trips it) and waits out the 1 s break.
+void TripAndHalfOpen(CircuitBreaker& b, FakeClock& clock) {
+  auto p = b.TryAcquire();
+  ASSERT_TRUE(p.ok());
+  b.Record(*std::move(p), Outcome::kFailure);
+  clock.AdvanceBy(absl::Seconds(1));
+  ASSERT_EQ(b.state(), BreakerState::kHalfOpen);
+}
+
+TEST_F(CircuitBreakerTest, UnrecordedProbesAreGivenBackAfterTheTimeout) {
+  CircuitBreakerOptions o = TripOnFirstFailure();  // 2 probe permits
+  o.half_open_probe_timeout = absl::Seconds(10);
+  auto b = Make(o);
+  TripAndHalfOpen(*b, *clock_);
+  const absl::Time issued = clock_->Now();
+  auto p1 = b->TryAcquire();
+  auto p2 = b->TryAcquire();  // both held by quiet streams, never recorded
+  ASSERT_TRUE(p1.ok() && p2.ok());
+  EXPECT_FALSE(b->TryAcquire().ok());
+  EXPECT_EQ(b->open_until(), issued + absl::Seconds(10));
+  const std::uint64_t ignored = b->counts().ignored;
+
+  clock_->AdvanceBy(absl::Seconds(10) - absl::Nanoseconds(1));
+  EXPECT_FALSE(b->TryAcquire().ok());  // not a moment early
+  clock_->AdvanceBy(absl::Nanoseconds(1));
+  EXPECT_EQ(b->counts().ignored, ignored + 2);  // given back, as if dropped
+  EXPECT_EQ(b->state(), kHalfOpen);
+  auto p3 = b->TryAcquire();
+  ASSERT_TRUE(p3.ok());
+  EXPECT_TRUE(p3->is_probe());
+  b->Record(*std::move(p3), Outcome::kSuccess);
+  auto p4 = b->TryAcquire();
+  ASSERT_TRUE(p4.ok());
+  b->Record(*std::move(p4), Outcome::kSuccess);
+  EXPECT_EQ(b->state(), kClosed);  // the new probes decided
+}
+
+TEST_F(CircuitBreakerTest, LateRecordOfAnExpiredProbeChangesNothing) {
+  CircuitBreakerOptions o = TripOnFirstFailure();
+  o.half_open_permits = 1;
+  o.half_open_probe_timeout = absl::Seconds(5);
+  auto b = Make(o);
+  TransitionLog log;
+  b->AddListener(log.Listener());
+  TripAndHalfOpen(*b, *clock_);
+  auto late_success = b->TryAcquire();
+  ASSERT_TRUE(late_success.ok());
+  clock_->AdvanceBy(absl::Seconds(5));
+  auto late_failure = b->TryAcquire();
+  ASSERT_TRUE(late_failure.ok());
+  clock_->AdvanceBy(absl::Seconds(5));
+  auto live = b->TryAcquire();
+  ASSERT_TRUE(live.ok());
+  const BreakerCounts before = b->counts();
+
+  // With one permit a success would close it and a failure re-open it: the
+  // expired probes' outcomes must do neither, nor be counted again.
+  b->Record(*std::move(late_success), Outcome::kSuccess);
+  b->Record(*std::move(late_failure), Outcome::kFailure,
+            absl::UnavailableError("too late"));
+  const BreakerCounts after = b->counts();
+  EXPECT_EQ(after.state, kHalfOpen);
+  EXPECT_EQ(after.successful, before.successful);
+  EXPECT_EQ(after.failed, before.failed);
+  EXPECT_EQ(after.ignored, before.ignored);
+  EXPECT_FALSE(b->TryAcquire().ok());  // `live` still holds the only permit
+  EXPECT_THAT(b->TryAcquire().status().message(), Not(HasSubstr("too late")));
+
+  b->Record(*std::move(live), Outcome::kSuccess);
+  EXPECT_EQ(b->state(), kClosed);
+  EXPECT_THAT(log.Get(),
+              ElementsAre(Pair(kClosed, kOpen), Pair(kOpen, kHalfOpen),
+                          Pair(kHalfOpen, kClosed)));
+}
+
+TEST_F(CircuitBreakerTest, DroppingAnExpiredProbeCountsNothingMore) {
+  CircuitBreakerOptions o = TripOnFirstFailure();
+  o.half_open_probe_timeout = absl::Seconds(1);
+  auto b = Make(o);
+  TripAndHalfOpen(*b, *clock_);
+  absl::optional<absl::StatusOr<CircuitBreaker::Permit>> held = b->TryAcquire();
+  ASSERT_TRUE(held->ok());
+  clock_->AdvanceBy(absl::Seconds(1));
+  const std::uint64_t ignored = b->counts().ignored;
+  held.reset();  // its destructor gives back a permit already given back
+  EXPECT_EQ(b->counts().ignored, ignored);
+}
+
+TEST_F(CircuitBreakerTest, ProbeTimeoutExtremes) {
+  {
+    CircuitBreakerOptions o = TripOnFirstFailure();
+    o.half_open_permits = 1;
+    o.half_open_probe_timeout = absl::Nanoseconds(1);
+    auto b = Make(o);
+    TripAndHalfOpen(*b, *clock_);
+    auto p = b->TryAcquire();
+    ASSERT_TRUE(p.ok());
+    EXPECT_FALSE(b->TryAcquire().ok());
+    clock_->AdvanceBy(absl::Nanoseconds(1));
+    EXPECT_TRUE(b->TryAcquire().ok());
+  }
+  {
+    CircuitBreakerOptions o = TripOnFirstFailure();
+    o.half_open_permits = 1;
+    o.half_open_probe_timeout = absl::Hours(24);
+    auto b = Make(o);
+    TripAndHalfOpen(*b, *clock_);
+    auto p = b->TryAcquire();
+    ASSERT_TRUE(p.ok());
+    clock_->AdvanceBy(absl::Hours(24) - absl::Nanoseconds(1));
+    EXPECT_FALSE(b->TryAcquire().ok());
+    clock_->AdvanceBy(absl::Nanoseconds(1));
+    EXPECT_TRUE(b->TryAcquire().ok());
+  }
+}
+
+TEST_F(CircuitBreakerTest, RecordedProbeCancelsItsTimeout) {
+  CircuitBreakerOptions o = TripOnFirstFailure();
+  o.half_open_permits = 2;
+  auto b = Make(o);
+  TripAndHalfOpen(*b, *clock_);
+  const std::size_t before = clock_->PendingTimers();
+  auto p = b->TryAcquire();
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(clock_->PendingTimers(), before + 1);
+  b->Record(*std::move(p), Outcome::kIgnored);
+  EXPECT_EQ(clock_->PendingTimers(), before);
+}
+
+// --- Re-entrancy -----------------------------------------------------------
+
+// Runs `script` on its own thread and fails if it has not finished within a
+// generous deadline (a deadlock), instead of hanging the test binary.
+void RunBounded(std::function<void()> script) {
+  auto done = std::make_shared<absl::Notification>();
+  std::thread t([script = std::move(script), done] {
+    script();
+    done->Notify();
+  });
+  if (done->WaitForNotificationWithTimeout(absl::Seconds(30))) {
+    t.join();
+  } else {
+    ADD_FAILURE() << "deadlock: a callback calling back into the breaker "
+                     "never returned";
+    t.detach();
+  }
+}
+
+// Calls every reader and writer of the breaker, once per outermost callback
+// (nested callbacks on the same thread are skipped, or a rejected
+// TryAcquire inside OnNotPermitted would recurse for ever).
+void CallBackInto(std::shared_ptr<CircuitBreaker> b) {
+  thread_local int depth = 0;
+  if (b == nullptr || depth > 0) return;
+  ++depth;
+  (void)b->counts();
+  (void)b->state();
+  (void)b->open_until();
+  auto p = b->TryAcquire();
+  if (p.ok()) b->Record(*std::move(p), Outcome::kIgnored);
+  --depth;
+}
+
+class ReentrantObserver final : public BreakerObserver {
+ public:
+  void OnStateChange(absl::string_view, BreakerState, BreakerState,
+                     const BreakerCounts&) override {
+    ++state_changes;
+    CallBackInto(breaker.lock());
+  }
+  void OnRecorded(absl::string_view, Outcome, const BreakerCounts&) override {
+    ++recorded;
+    CallBackInto(breaker.lock());
+  }
+  void OnNotPermitted(absl::string_view, const BreakerCounts&) override {
+    ++not_permitted;
+    CallBackInto(breaker.lock());
+  }
+
+  std::weak_ptr<CircuitBreaker> breaker;
+  std::atomic<int> state_changes{0};
+  std::atomic<int> recorded{0};
+  std::atomic<int> not_permitted{0};
+};
+
+TEST_F(CircuitBreakerTest, EveryCallbackMayCallBackAndDropTheOwner) {
+  CircuitBreakerOptions o = TripOnFirstFailure();  // 2 probe permits
+  o.half_open_probe_timeout = absl::Seconds(5);
+  auto observer = std::make_shared<ReentrantObserver>();
+  o.observer = observer;
+  std::shared_ptr<CircuitBreaker> owner = Make(o);
+  observer->breaker = owner;
+  CircuitBreaker* const raw = owner.get();
+  std::weak_ptr<CircuitBreaker> weak = owner;
+  std::vector<Transition> seen;  // only the delivering thread writes it
+  raw->AddListener([&](BreakerState from, BreakerState to) {
+    seen.emplace_back(from, to);
+    CallBackInto(weak.lock());
+    // Remove and re-add a listener from inside a listener call.
+    raw->RemoveListener(raw->AddListener([](BreakerState, BreakerState) {}));
+    if (to == kDisabled) owner.reset();  // the last outside reference
+  });
+
+  RunBounded([&] {
+    Call(*raw, Outcome::kFailure);  // closed -> open (caller's thread)
+    EXPECT_FALSE(raw->TryAcquire().ok());
+    clock_->AdvanceBy(absl::Seconds(1));  // open -> half-open (timer)
+    auto quiet = raw->TryAcquire();       // a probe nobody records
+    ASSERT_TRUE(quiet.ok());
+    clock_->AdvanceBy(absl::Seconds(5));  // given back by its timeout
+    Call(*raw, Outcome::kSuccess);
+    Call(*raw, Outcome::kSuccess);  // half-open -> closed
+    raw->SetForcedOpen(true);
+    raw->SetForcedOpen(false);
+    raw->SetDisabled(true);  // the listener drops the breaker here
+  });
+
+  EXPECT_TRUE(weak.expired());
+  EXPECT_THAT(
+      seen, ElementsAre(Pair(kClosed, kOpen), Pair(kOpen, kHalfOpen),
+                        Pair(kHalfOpen, kClosed), Pair(kClosed, kForcedOpen),
+                        Pair(kForcedOpen, kClosed), Pair(kClosed, kDisabled)));
+  EXPECT_EQ(observer->state_changes.load(), 6);
+  EXPECT_GE(observer->not_permitted.load(), 1);
+  EXPECT_GE(observer->recorded.load(), 4);
+  clock_->AdvanceBy(absl::Hours(1));  // no timer of the breaker is left
+  EXPECT_EQ(clock_->PendingTimers(), 0u);
+}
+
+TEST_F(CircuitBreakerTest, ObserverMayDropTheOwnerFromATimerCallback) {
+  CircuitBreakerOptions o = TripOnFirstFailure();
+  o.half_open_probe_timeout = absl::Seconds(5);
+  struct Dropper final : BreakerObserver {
+    void OnRecorded(absl::string_view, Outcome outcome,
+                    const BreakerCounts&) override {
+      if (outcome == Outcome::kIgnored && owner != nullptr) {
+        CallBackInto(owner);
+        owner.reset();  // from the probe-timeout timer, on the clock
+      }
+    }
+    std::shared_ptr<CircuitBreaker> owner;
+  };
+  auto observer = std::make_shared<Dropper>();
+  o.observer = observer;
+  auto b = Make(o);
+  std::weak_ptr<CircuitBreaker> weak = b;
+  RunBounded([&] {
+    TripAndHalfOpen(*b, *clock_);
+    auto quiet = b->TryAcquire();
+    ASSERT_TRUE(quiet.ok());
+    observer->owner = std::move(b);  // the observer holds the only reference
+    clock_->AdvanceBy(absl::Seconds(5));
+    // `quiet` is destroyed after its breaker: it must do nothing.
+  });
+  EXPECT_TRUE(weak.expired());
 }
 
 TEST_F(CircuitBreakerTest, ProbeFailureReopensForLonger) {

@@ -12,9 +12,10 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "connections/pool_core.h"
 #include "connections/pool_health_codec.h"
-#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tether/testing/fake_clock.h"
@@ -635,6 +636,157 @@ TEST_F(PoolCoreTest, ConcurrentPicksAndDrainsKeepInvariants) {
   EXPECT_EQ(s.picks, 0u);
   EXPECT_EQ(s.draining + s.suspect, 0u);  // all released, so all retired
   EXPECT_LE(s.open, 4u);
+}
+
+TEST_F(PoolCoreTest, IsConnectedIffReady) {
+  MakeTarget();
+  EXPECT_FALSE(core_->IsConnected(1));  // new: IDLE
+  core_->OnLinkState(1, LinkState::kConnecting);
+  EXPECT_FALSE(core_->IsConnected(1));
+  core_->OnLinkState(1, LinkState::kReady);
+  EXPECT_TRUE(core_->IsConnected(1));
+  EXPECT_FALSE(core_->IsConnected(2));  // never opened
+  EXPECT_FALSE(core_->IsConnected(0));
+
+  auto l = std::make_shared<Listener>();
+  EXPECT_EQ(MustPick(l), 1u);
+  core_->ReportDrainEnd(1, absl::UnavailableError("early end"));
+  EXPECT_TRUE(core_->IsConnected(1));       // suspect, but still READY
+  core_->OnLinkState(1, LinkState::kIdle);  // GOAWAY: draining
+  EXPECT_FALSE(core_->IsConnected(1));
+  EXPECT_TRUE(core_->IsOpen(1));  // held by `l`, yet not connected
+  core_->Release(1, l);
+  EXPECT_FALSE(core_->IsOpen(1));
+  EXPECT_FALSE(core_->IsConnected(1));  // retired
+}
+
+// Runs `script` on its own thread and fails, instead of hanging, if it has
+// not finished within a generous deadline (a deadlock).
+void RunBounded(std::function<void()> script) {
+  auto done = std::make_shared<absl::Notification>();
+  std::thread t([script = std::move(script), done] {
+    script();
+    done->Notify();
+  });
+  if (done->WaitForNotificationWithTimeout(absl::Seconds(30))) {
+    t.join();
+  } else {
+    ADD_FAILURE() << "deadlock: a callback calling back into the pool never "
+                     "returned";
+    t.detach();
+  }
+}
+
+// Calls back into the pool from inside every observer callback and checks
+// what it sees there; can drop the pool's owner from a callback.
+class ReentrantObserver final : public ConnectionObserver {
+ public:
+  void OnConnectionOpened(std::uint64_t id, absl::string_view) override {
+    Visit("opened", id);
+  }
+  void OnConnectionReady(std::uint64_t id) override {
+    if (auto core = core_.lock()) {
+      EXPECT_TRUE(core->IsConnected(id));  // the state is set before we run
+    }
+    Visit("ready", id);
+  }
+  void OnConnectionDraining(std::uint64_t id, absl::string_view) override {
+    if (auto core = core_.lock()) {
+      auto pick = core->Pick(listener_);
+      if (pick.ok()) {
+        EXPECT_NE(pick->connection_id, id);  // never the draining one
+        core->Release(pick->connection_id, listener_);
+      }
+    }
+    Visit("draining", id);
+  }
+  void OnConnectionSuspect(std::uint64_t id, const absl::Status&) override {
+    Visit("suspect", id);
+  }
+  void OnConnectionRetired(std::uint64_t id) override {
+    if (auto core = core_.lock()) {
+      EXPECT_FALSE(core->IsConnected(id));
+    }
+    Visit("retired", id);
+    if (drop_on_retire_ != nullptr && *drop_on_retire_ != nullptr) {
+      (*drop_on_retire_)->Shutdown();  // what ~ConnectionPool does
+      drop_on_retire_->reset();        // the owner's last reference
+    }
+  }
+
+  int count(const std::string& kind) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return counts_[kind];
+  }
+
+  std::weak_ptr<PoolCore> core_;
+  std::shared_ptr<Listener> listener_ = std::make_shared<Listener>();
+  std::shared_ptr<PoolCore>* drop_on_retire_ = nullptr;
+
+ private:
+  // Every callback: read the stats and pick/release once (nested callbacks
+  // on this thread only count, so picks cannot recurse for ever).
+  void Visit(const std::string& kind, std::uint64_t) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++counts_[kind];
+    }
+    thread_local int depth = 0;
+    auto core = core_.lock();
+    if (core == nullptr || depth > 0) return;
+    ++depth;
+    ConnectionPoolStats stats = core->Stats();
+    EXPECT_LE(stats.ready + stats.draining + stats.suspect, stats.open);
+    auto pick = core->Pick(listener_);
+    if (pick.ok()) core->Release(pick->connection_id, listener_);
+    --depth;
+  }
+
+  std::mutex mu_;
+  std::map<std::string, int> counts_;
+};
+
+TEST_F(PoolCoreTest, ObserverMayCallBackFromEveryCallbackAndDropTheOwner) {
+  auto observer = std::make_shared<ReentrantObserver>();
+  observer_ = nullptr;
+  ConnectionPoolOptions o;
+  o.addresses = {"10.0.0.1:1", "10.0.0.2:1"};
+  o.clock = clock_;
+  o.observer = observer;
+  core_ = PoolCore::Create(o, &driver_);
+  observer->core_ = core_;
+  std::weak_ptr<PoolCore> weak = core_;
+
+  RunBounded([&] {
+    core_->Start();  // opened 1, 2
+    core_->OnLinkState(1, LinkState::kReady);
+    core_->OnLinkState(2, LinkState::kReady);
+    auto l = std::make_shared<Listener>();
+    l->hook_ = [&](std::uint64_t id) {  // a listener calling back too
+      EXPECT_GE(core_->Stats().draining, 1u);
+      core_->Release(id, l);
+    };
+    const std::uint64_t first = MustPick(l);
+    core_->OnLinkState(first, LinkState::kIdle);  // draining + replacement
+    core_->ReportDrainEnd(first == 1 ? 2 : 1,
+                          absl::UnavailableError("ended early"));  // suspect
+    core_->OnLinkState(3, LinkState::kReady);
+    core_->OnLinkHealth(3, /*serving=*/false);  // draining by health
+    // Idle timers retire the rest, on the clock; the observer drops the
+    // owner from the first of those callbacks. The timer holds the core
+    // for the length of its call.
+    observer->drop_on_retire_ = &core_;
+    clock_->AdvanceBy(o.idle_timeout);
+  });
+
+  EXPECT_EQ(core_, nullptr);
+  EXPECT_TRUE(weak.expired());  // destroyed once the timer call returned
+  EXPECT_GE(observer->count("opened"), 4);
+  EXPECT_GE(observer->count("ready"), 3);
+  EXPECT_GE(observer->count("draining"), 2);
+  EXPECT_EQ(observer->count("suspect"), 1);
+  EXPECT_GE(observer->count("retired"), 3);
+  clock_->AdvanceBy(absl::Hours(1));  // timers of the dead core do nothing
 }
 
 TEST(HealthCodecTest, EncodesRequestAndDecodesResponse) {

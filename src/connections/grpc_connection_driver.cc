@@ -1,0 +1,317 @@
+// Copyright 2026 The tether Authors. Licensed under the Apache License 2.0.
+#include "connections/grpc_connection_driver.h"
+
+#include <atomic>
+#include <climits>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "connections/pool_health_codec.h"
+#include "grpc/grpc.h"
+#include "grpcpp/channel.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/generic/generic_stub.h"
+#include "grpcpp/support/byte_buffer.h"
+
+namespace tether {
+namespace internal {
+
+namespace {
+
+// Process-wide, so two pools never build channels with equal arguments.
+std::atomic<std::uint64_t> g_pool_nonce{0};
+
+// How often an armed state watch wakes up with nothing to report. Bounds how
+// long the driver's shutdown waits for a channel still referenced elsewhere.
+constexpr absl::Duration kWatchPeriod = absl::Seconds(1);
+
+LinkState FromGrpc(grpc_connectivity_state s) {
+  switch (s) {
+    case GRPC_CHANNEL_IDLE:
+      return LinkState::kIdle;
+    case GRPC_CHANNEL_CONNECTING:
+      return LinkState::kConnecting;
+    case GRPC_CHANNEL_READY:
+      return LinkState::kReady;
+    case GRPC_CHANNEL_TRANSIENT_FAILURE:
+      return LinkState::kTransientFailure;
+    case GRPC_CHANNEL_SHUTDOWN:
+      break;
+  }
+  return LinkState::kShutdown;
+}
+
+gpr_timespec DeadlineAfter(absl::Duration d) {
+  return gpr_time_add(
+      gpr_now(GPR_CLOCK_MONOTONIC),
+      gpr_time_from_millis(absl::ToInt64Milliseconds(d), GPR_TIMESPAN));
+}
+
+}  // namespace
+std::shared_ptr<GrpcConnectionDriver> GrpcConnectionDriver::Create(
+    const ConnectionPoolOptions& options) {
+  std::shared_ptr<GrpcConnectionDriver> driver(
+      new GrpcConnectionDriver(options));
+  // Started under mu_, and Loop takes mu_ first: the thread can touch
+  // nothing (thread_ included) before thread_ is assigned.
+  MutexLock lock(&driver->mu_);
+  driver->thread_ = std::thread([self = driver] { self->Loop(); });
+  return driver;
+}
+
+GrpcConnectionDriver::GrpcConnectionDriver(const ConnectionPoolOptions& options)
+    : options_(options), nonce_(++g_pool_nonce) {
+  credentials_ = options.credentials != nullptr
+                     ? options.credentials
+                     : grpc::InsecureChannelCredentials();
+}
+
+GrpcConnectionDriver::~GrpcConnectionDriver() {
+  // Only reached once the thread has left Loop (it holds a reference), and
+  // after Shutdown, which joined or detached it.
+  if (thread_.joinable()) thread_.detach();
+}
+
+void GrpcConnectionDriver::Shutdown() {
+  bool on_loop_thread;
+  {
+    MutexLock lock(&mu_);
+    if (shutting_down_) return;
+    shutting_down_ = true;
+    MaybeShutdownQueueLocked();
+    // loop_thread_ is set by the thread itself before it runs any
+    // callback, so a callback dropping the pool always sees its own id.
+    on_loop_thread = std::this_thread::get_id() == loop_thread_;
+  }
+  if (on_loop_thread) {
+    thread_.detach();
+  } else {
+    thread_.join();
+  }
+}
+
+class GrpcConnectionDriver::GrpcLink final
+    : public Link,
+      public std::enable_shared_from_this<GrpcLink> {
+ public:
+  GrpcLink(std::shared_ptr<GrpcConnectionDriver> driver, std::uint64_t id,
+           std::shared_ptr<grpc::Channel> channel)
+      : driver_(std::move(driver)), id_(id), channel_(std::move(channel)) {}
+
+  std::shared_ptr<grpc::Channel> channel() override {
+    MutexLock lock(&driver_->mu_);
+    return channel_;
+  }
+
+  void Close() override {
+    std::shared_ptr<grpc::Channel> drop;
+    {
+      MutexLock lock(&driver_->mu_);
+      if (closed_) return;
+      closed_ = true;
+      drop = std::move(channel_);
+      if (health_context_ != nullptr) health_context_->TryCancel();
+    }
+    // Dropping the last reference shuts the channel down, which completes
+    // its pending state watch at once.
+  }
+
+ private:
+  friend class GrpcConnectionDriver;
+
+  // For the driver's methods, which hold driver_->mu_ as their own mu_: tells
+  // the analysis that this link's guard is that lock (checked in debug).
+  void AssertDriverLockHeld() const ABSL_ASSERT_EXCLUSIVE_LOCK(driver_->mu_) {
+    driver_->mu_.AssertHeld();
+  }
+
+  // Owned: a link may be closed after the pool is gone (an idle timer that
+  // fired during the pool's destruction), and Close takes driver_->mu_.
+  const std::shared_ptr<GrpcConnectionDriver> driver_;
+  const std::uint64_t id_;
+  std::shared_ptr<grpc::Channel> channel_ ABSL_GUARDED_BY(driver_->mu_);
+  bool closed_ ABSL_GUARDED_BY(driver_->mu_) = false;
+  grpc_connectivity_state last_state_ ABSL_GUARDED_BY(driver_->mu_) =
+      GRPC_CHANNEL_IDLE;
+  bool health_started_ ABSL_GUARDED_BY(driver_->mu_) = false;
+  std::unique_ptr<grpc::ClientContext> health_context_
+      ABSL_GUARDED_BY(driver_->mu_);
+  std::unique_ptr<grpc::GenericClientAsyncReaderWriter> health_call_
+      ABSL_GUARDED_BY(driver_->mu_);
+  grpc::ByteBuffer health_read_ ABSL_GUARDED_BY(driver_->mu_);
+  grpc::Status health_status_ ABSL_GUARDED_BY(driver_->mu_);
+};
+
+std::shared_ptr<Link> GrpcConnectionDriver::Open(std::uint64_t id,
+                                                 const std::string& address) {
+  grpc::ChannelArguments args = options_.channel_args;
+  // Own subchannel per connection: a local pool plus an argument that
+  // differs per connection, so no two channels share a transport.
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  args.SetString("tether.connection_id", absl::StrCat(nonce_, ".", id));
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS,
+              options_.keepalive_time == absl::InfiniteDuration()
+                  ? INT_MAX
+                  : static_cast<int>(
+                        absl::ToInt64Milliseconds(options_.keepalive_time)));
+  args.SetInt(
+      GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
+      static_cast<int>(absl::ToInt64Milliseconds(options_.keepalive_timeout)));
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS,
+              options_.keepalive_permit_without_calls ? 1 : 0);
+  args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  std::shared_ptr<grpc::Channel> channel =
+      grpc::CreateCustomChannel(address, credentials_, args);
+  auto link = std::make_shared<GrpcLink>(shared_from_this(), id, channel);
+  MutexLock lock(&mu_);
+  link->AssertDriverLockHeld();
+  if (shutting_down_) {
+    link->closed_ = true;
+    return link;
+  }
+  // Start connecting now (make before break), then watch from IDLE: if the
+  // channel is already CONNECTING the watch fires at once and reports it.
+  channel->GetState(/*try_to_connect=*/true);
+  link->last_state_ = GRPC_CHANNEL_IDLE;
+  channel->NotifyOnStateChange(GRPC_CHANNEL_IDLE, DeadlineAfter(kWatchPeriod),
+                               &cq_, new Op{link, OpKind::kWatch});
+  return link;
+}
+
+void GrpcConnectionDriver::Loop() {
+  {
+    // Waits for Create to finish assigning thread_ (it holds mu_).
+    MutexLock lock(&mu_);
+    loop_thread_ = std::this_thread::get_id();
+  }
+  void* tag = nullptr;
+  bool ok = false;
+  while (cq_.Next(&tag, &ok)) {
+    std::unique_ptr<Op> op(static_cast<Op*>(tag));
+    std::shared_ptr<GrpcLink> link;
+    OpKind kind;
+    {
+      // Ops are written under mu_; reading them under it too makes the
+      // hand-off through the queue visible to TSan even when gRPC itself is
+      // not instrumented.
+      MutexLock lock(&mu_);
+      link = std::move(op->link);
+      kind = op->kind;
+    }
+    if (kind == OpKind::kWatch) {
+      OnWatch(link, ok);
+    } else {
+      OnHealth(link, kind, ok);
+    }
+  }
+}
+
+void GrpcConnectionDriver::OnWatch(const std::shared_ptr<GrpcLink>& link,
+                                   bool ok) {
+  std::vector<LinkState> reports;
+  {
+    MutexLock lock(&mu_);
+    link->AssertDriverLockHeld();
+    if (link->closed_ || shutting_down_ || link->channel_ == nullptr) return;
+    const grpc_connectivity_state now = link->channel_->GetState(false);
+    if (ok && now == link->last_state_ && now == GRPC_CHANNEL_READY) {
+      // The state changed and came back before we looked: the old transport
+      // is gone, so report the departure from READY as well.
+      reports.push_back(LinkState::kIdle);
+    }
+    if (now != link->last_state_ || !reports.empty()) {
+      reports.push_back(FromGrpc(now));
+    }
+    link->last_state_ = now;
+    if (now == GRPC_CHANNEL_READY && options_.health_check &&
+        !link->health_started_) {
+      StartHealthLocked(link);
+    }
+    if (now != GRPC_CHANNEL_SHUTDOWN) {
+      link->channel_->NotifyOnStateChange(now, DeadlineAfter(kWatchPeriod),
+                                          &cq_, new Op{link, OpKind::kWatch});
+    }
+  }
+  if (reports.empty()) return;
+  if (auto core = core_.lock()) {
+    for (LinkState s : reports) core->OnLinkState(link->id_, s);
+  }
+}
+
+void GrpcConnectionDriver::StartHealthLocked(
+    const std::shared_ptr<GrpcLink>& link) {
+  link->AssertDriverLockHeld();
+  link->health_started_ = true;
+  ++active_health_;
+  link->health_context_ = std::make_unique<grpc::ClientContext>();
+  grpc::GenericStub stub(link->channel_);
+  link->health_call_ = stub.PrepareCall(link->health_context_.get(),
+                                        "/grpc.health.v1.Health/Watch", &cq_);
+  link->health_call_->StartCall(new Op{link, OpKind::kHealthStart});
+}
+
+void GrpcConnectionDriver::OnHealth(const std::shared_ptr<GrpcLink>& link,
+                                    OpKind kind, bool ok) {
+  int reported = -1;  // -1 none, 1 serving, 0 not serving
+  std::unique_ptr<grpc::ClientContext> drop_context;
+  std::unique_ptr<grpc::GenericClientAsyncReaderWriter> drop_call;
+  {
+    MutexLock lock(&mu_);
+    link->AssertDriverLockHeld();
+    grpc::GenericClientAsyncReaderWriter* call = link->health_call_.get();
+    switch (kind) {
+      case OpKind::kHealthStart:
+        if (ok) {
+          std::string request =
+              EncodeHealthCheckRequest(options_.health_service);
+          grpc::Slice slice(request);
+          grpc::ByteBuffer buffer(&slice, 1);
+          call->WriteLast(buffer, grpc::WriteOptions(),
+                          new Op{link, OpKind::kHealthWrite});
+          call->Read(&link->health_read_, new Op{link, OpKind::kHealthRead});
+        } else {
+          call->Finish(&link->health_status_,
+                       new Op{link, OpKind::kHealthFinish});
+        }
+        break;
+      case OpKind::kHealthWrite:
+        // A failed write is followed by a failed read, which finishes.
+        break;
+      case OpKind::kHealthRead:
+        if (ok) {
+          grpc::Slice slice;
+          std::string bytes;
+          if (link->health_read_.DumpToSingleSlice(&slice).ok()) {
+            bytes.assign(reinterpret_cast<const char*>(slice.begin()),
+                         slice.size());
+          }
+          int status = DecodeHealthCheckResponseStatus(bytes);
+          if (status == kHealthServing) reported = 1;
+          if (status == kHealthNotServing) reported = 0;
+          call->Read(&link->health_read_, new Op{link, OpKind::kHealthRead});
+        } else {
+          call->Finish(&link->health_status_,
+                       new Op{link, OpKind::kHealthFinish});
+        }
+        break;
+      case OpKind::kHealthFinish:
+        // The watch ended (UNIMPLEMENTED counts as serving; anything else
+        // means the call or the connection ended, which the state watch
+        // covers). It is not restarted.
+        drop_call = std::move(link->health_call_);
+        drop_context = std::move(link->health_context_);
+        --active_health_;
+        MaybeShutdownQueueLocked();
+        break;
+      case OpKind::kWatch:
+        break;
+    }
+  }
+  if (reported < 0) return;
+  if (auto core = core_.lock()) core->OnLinkHealth(link->id_, reported == 1);
+}
+
+}  // namespace internal
+}  // namespace tether

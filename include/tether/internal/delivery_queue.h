@@ -14,7 +14,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
+#include "tether/internal/mutex.h"
 
 namespace tether {
 namespace internal {
@@ -84,9 +84,10 @@ class DeliveryQueue {
   // Queues a message. Returns false when the queue is now full: the producer
   // should stop reading until `on_space`.
   bool Push(T message) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (closed_ || detached_) return true;
     items_.push_back(std::move(message));
+    cv_.SignalAll();  // a reader may wait
     if (items_.size() >= capacity_) {
       full_ = true;
       return false;
@@ -95,23 +96,24 @@ class DeliveryQueue {
   }
 
   bool HasRoom() {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return items_.size() < capacity_;
   }
 
   // Drops what was not delivered yet (the app cancelled).
   void Clear() {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     items_.clear();
   }
 
   // No more messages: `status` goes to `on_done` (or `Finish`) after the
   // queued ones. Later calls do nothing.
   void Close(absl::Status status) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (closed_) return;
     closed_ = true;
     final_ = std::move(status);
+    cv_.SignalAll();
   }
 
   // Callback mode: delivers what is due, unless another thread already is.
@@ -169,7 +171,7 @@ class DeliveryQueue {
   // was detached. Call with no lock held.
   void Callout(const std::function<void()>& fn) ABSL_LOCKS_EXCLUDED(mu_) {
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       if (done_started_ || detached_ || finished_) return;
       ++callouts_;
     }
@@ -181,7 +183,7 @@ class DeliveryQueue {
         // An observer cannot end or break the stream.
       }
     }
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     --callouts_;
     cv_.SignalAll();
     // The end was held back for this call: run it now, unless a deliverer
@@ -198,15 +200,11 @@ class DeliveryQueue {
   }
 
   // Reader mode: waits for the next message; false once the stream ended.
-  bool Read(T* out) {
+  bool Read(T* out) ABSL_LOCKS_EXCLUDED(mu_) {
     bool space = false;
     {
-      absl::MutexLock lock(&mu_);
-      mu_.Await(absl::Condition(
-          +[](DeliveryQueue* q) ABSL_EXCLUSIVE_LOCKS_REQUIRED(q->mu_) {
-            return !q->items_.empty() || q->closed_ || q->detached_;
-          },
-          this));
+      MutexLock lock(&mu_);
+      while (items_.empty() && !closed_ && !detached_) cv_.Wait(&mu_);
       if (items_.empty()) return false;
       *out = std::move(items_.front());
       items_.pop_front();
@@ -219,18 +217,10 @@ class DeliveryQueue {
 
   // Reader mode: waits for the end, and for observer calls running on other
   // threads; no observer call starts after it returns.
-  absl::Status Finish() {
-    absl::MutexLock lock(&mu_);
+  absl::Status Finish() ABSL_LOCKS_EXCLUDED(mu_) {
+    MutexLock lock(&mu_);
     const int own = CalloutScope::Depth(this);
-    struct Arg {
-      DeliveryQueue* q;
-      int own;
-    } arg{this, own};
-    mu_.Await(absl::Condition(
-        +[](Arg* a) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-          return a->q->closed_ && a->q->callouts_ <= a->own;
-        },
-        &arg));
+    while (!closed_ || callouts_ > own) cv_.Wait(&mu_);
     finished_ = true;
     return final_;
   }
@@ -239,16 +229,17 @@ class DeliveryQueue {
   // thread. From inside a callout, the calls of this thread are not waited
   // for (they return into the caller's frame).
   void Detach() {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     detached_ = true;
     items_.clear();
+    cv_.SignalAll();
     const int own = CalloutScope::Depth(this);
     while (callouts_ > own) cv_.Wait(&mu_);
   }
 
   // Messages handed to the application so far.
   std::uint64_t delivered() {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return delivered_;
   }
 
@@ -286,8 +277,8 @@ class DeliveryQueue {
   const std::function<void(absl::Status)> on_error_;
   const bool callback_mode_;
 
-  absl::Mutex mu_;
-  absl::CondVar cv_;
+  Mutex mu_;
+  CondVar cv_;
   std::deque<T> items_ ABSL_GUARDED_BY(mu_);
   bool full_ ABSL_GUARDED_BY(mu_) = false;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;

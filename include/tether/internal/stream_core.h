@@ -26,7 +26,6 @@
 #include "absl/random/random.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/optional.h"
 #include "tether/backoff.h"
@@ -35,6 +34,7 @@
 #include "tether/internal/breaker_gate.h"
 #include "tether/internal/deferred.h"
 #include "tether/internal/delivery_queue.h"
+#include "tether/internal/mutex.h"
 #include "tether/internal/reopen_budget.h"
 #include "tether/internal/sequence_gate.h"
 #include "tether/observer.h"
@@ -100,7 +100,7 @@ class StreamCore final
     auto self = this->shared_from_this();
     Work w;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       BeginStartLocked(AttemptReason::kFirst, w);
     }
     Flush(w);
@@ -114,7 +114,7 @@ class StreamCore final
     auto self = this->shared_from_this();
     Work w;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       CancelLocked(w);
     }
     Flush(w);
@@ -131,7 +131,7 @@ class StreamCore final
   StreamStats stats() {
     StreamStats s;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       s = stats_;
     }
     s.messages_delivered = queue_.delivered();
@@ -142,7 +142,7 @@ class StreamCore final
                             absl::string_view why) override {
     Work w;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       // After the end, nothing reaches the app (not even this notice).
       if (phase_ == Phase::kFinishing) return;
       bool ours = false;
@@ -311,7 +311,7 @@ class StreamCore final
       if (!permit.ok()) {
         const absl::Duration wait = breaker_.RetryDelay();
         {
-          absl::MutexLock lock(&mu_);
+          MutexLock lock(&mu_);
           OnStartFailedLocked(reason, permit.status(), /*refused=*/true, wait,
                               w);
         }
@@ -330,7 +330,7 @@ class StreamCore final
                         pick.status());
       }
       {
-        absl::MutexLock lock(&mu_);
+        MutexLock lock(&mu_);
         OnStartFailedLocked(reason, pick.status(), /*refused=*/false,
                             absl::ZeroDuration(), w);
       }
@@ -340,7 +340,7 @@ class StreamCore final
     bool resume = false;
     std::uint64_t after = 0;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       if (phase_ == Phase::kFinishing) {
         AbandonStartLocked(*pick, ticket, w);
         Flush(w);
@@ -361,7 +361,7 @@ class StreamCore final
       }
     }
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       if (phase_ == Phase::kFinishing || !threw.ok()) {
         if (!threw.ok()) EndLocked(threw, w);
         AbandonStartLocked(*pick, ticket, w);
@@ -482,7 +482,7 @@ class StreamCore final
     bool cancel = false;
     bool resume = false;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       if (!rec->live || !handle) return;
       rec->handle = handle;
       if (rec->cancel_requested) {
@@ -527,7 +527,7 @@ class StreamCore final
     Work w;
     std::uint64_t id = 0;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       rec->settle_timer = 0;
       if (!rec->live || rec->cancel_requested || rec->healthy ||
           phase_ == Phase::kFinishing) {
@@ -537,7 +537,7 @@ class StreamCore final
     }
     const bool connected = source_->IsConnected(id);
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       if (!rec->live || rec->cancel_requested || rec->healthy ||
           phase_ == Phase::kFinishing) {
         return;
@@ -606,7 +606,7 @@ class StreamCore final
   void OnMigrationTimer(Clock::TimerId token) {
     Work w;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       if (migration_timer_token_ != token) return;
       migration_timer_ = 0;
       MaybeMigrateLocked(/*now=*/true, w);
@@ -627,7 +627,7 @@ class StreamCore final
   void OnHandoffTimer(const std::shared_ptr<AttemptRec>& fresh) {
     Work w;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       if (fresh && current_ == fresh && old_) {
         handoff_timer_ = 0;
         RetireOldLocked(w);
@@ -658,7 +658,7 @@ class StreamCore final
     Work w;
     bool more = true;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       if (!rec->live || rec->cancel_requested ||
           phase_ == Phase::kFinishing) {
         return false;
@@ -727,7 +727,7 @@ class StreamCore final
   void OnQueueSpace() {
     std::vector<std::shared_ptr<Attempt>> resume;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       for (const std::shared_ptr<AttemptRec>& rec : {current_, old_}) {
         if (rec && rec->live && rec->paused && rec->handle &&
             !rec->cancel_requested) {
@@ -743,7 +743,7 @@ class StreamCore final
     auto self = this->shared_from_this();
     Work w;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       queue_.Clear();
       EndLocked(std::move(status), w);
     }
@@ -757,7 +757,7 @@ class StreamCore final
     bool by_client = false;
     bool received = false;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       by_client = rec->cancel_requested;
       received = rec->got_message;
     }
@@ -777,7 +777,7 @@ class StreamCore final
     }
     Work w;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       rec->live = false;
       --live_attempts_;
       if (rec->settle_timer != 0) clock_->Cancel(rec->settle_timer);
@@ -898,7 +898,7 @@ class StreamCore final
   void OnReopenTimer(Clock::TimerId token) {
     Work w;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       if (phase_ != Phase::kWaiting || reopen_timer_token_ != token) return;
       reopen_timer_ = 0;
       BeginStartLocked(AttemptReason::kReopen, w);
@@ -965,7 +965,7 @@ class StreamCore final
   BreakerGate breaker_;  // thread-safe; used outside `mu_`
   DeliveryQueue<Response> queue_;
 
-  absl::Mutex mu_;
+  Mutex mu_;
   SequenceGate gate_ ABSL_GUARDED_BY(mu_);
   ReopenBudget budget_ ABSL_GUARDED_BY(mu_);
   std::mt19937_64 gen_ ABSL_GUARDED_BY(mu_);

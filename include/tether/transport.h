@@ -37,12 +37,31 @@ struct ConnectionPick {
 // calls back into `Pick` and `Release`.
 class ConnectionSource {
  public:
-  // Told when a connection it holds a pick on starts draining.
+  // A stream's ear on the source: told when a connection it holds a pick on
+  // starts draining, and (once per `NotifyWhenAvailable`) when a usable
+  // connection appears.
   class DrainListener {
    public:
     virtual ~DrainListener() = default;
     virtual void OnConnectionDraining(std::uint64_t connection_id,
                                       absl::string_view why) = 0;
+    // A connection became usable (READY, SERVING where health-checked, not
+    // draining or suspect) after a time with none. Default: nothing.
+    virtual void OnConnectionAvailable() {}
+  };
+
+  // What a stream knows about an attempt that ended, or that it gave up on,
+  // without the source having announced a drain.
+  struct EndReport {
+    // The attempt's end (UNAVAILABLE, CANCELLED not by the client, ...), or
+    // the status tether gave a stalled attempt.
+    absl::Status status;
+    // Nothing had arrived on the attempt: a connection that fails new calls
+    // at once is going away (or broken); one stream's end after it delivered
+    // says little about the connection.
+    bool before_first_message = false;
+    // tether gave up on the attempt: nothing arrived for `stall_timeout`.
+    bool stalled = false;
   };
 
   virtual ~ConnectionSource() = default;
@@ -64,6 +83,21 @@ class ConnectionSource {
   // again.
   virtual void ReportDrainEnd(std::uint64_t connection_id,
                               const absl::Status& status) = 0;
+
+  // An attempt on `connection_id` ended (or stalled) in a way that may mean
+  // the connection is going away although the source announced nothing. The
+  // source weighs the evidence (see `ConnectionPool`) and may stop picking the
+  // connection. Default: `ReportDrainEnd(connection_id, report.status)`.
+  virtual void ReportUnannouncedEnd(std::uint64_t connection_id,
+                                    const EndReport& report) {
+    ReportDrainEnd(connection_id, report.status);
+  }
+
+  // Asks to be told once, through `listener->OnConnectionAvailable()`, when a
+  // usable connection appears after a time with none (a stream waiting out
+  // its backoff then reopens at once instead of at its timer). Held weakly.
+  // Default: never tells (the stream's own timers still run).
+  virtual void NotifyWhenAvailable(std::weak_ptr<DrainListener> /*listener*/) {}
 
   // Whether `connection_id` is connected (READY) right now. A stream counts
   // an attempt that stayed open for its settle time as healthy only while

@@ -101,6 +101,27 @@ class Collector {
            !done().has_value();
   }
 
+  // Waits until a running stream's own counters (`stats`, read under this
+  // collector's lock) agree with what this collector received: the same
+  // number of messages and the same last seq. A live stream cannot be
+  // compared in one shot: its counters move under its own lock before the
+  // message callback runs (and `last_delivered_seq` when a message is queued),
+  // so two reads a few milliseconds apart (a busy machine) see different
+  // messages. Each delivery wakes this wait, so a transient difference
+  // resolves at the next callback; a real one lasts until `timeout`.
+  // Returns whether they agreed; `*last_seen` gets the last stats read.
+  bool WaitForStatsToAgree(const std::function<StreamStats()>& stats,
+                           absl::Duration timeout, StreamStats* last_seen) {
+    return WaitFor(
+        [&](const Collector& c) {
+          *last_seen = stats();
+          return last_seen->messages_delivered ==
+                     static_cast<std::uint64_t>(c.count_) &&
+                 last_seen->last_delivered_seq == c.last_;
+        },
+        timeout);
+  }
+
   int count() const {
     std::lock_guard<std::mutex> lock(mu_);
     return count_;

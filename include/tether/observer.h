@@ -63,6 +63,10 @@ class StreamObserver {
                          const absl::Status& /*last_status*/) {}
   // The reopen budget is spent; the stream ends with `status`.
   virtual void OnGaveUp(const absl::Status& /*status*/) {}
+  // Nothing arrived on an attempt for `stall_timeout` (`silent_for`): the
+  // stream moves to another connection and reports this one.
+  virtual void OnStalled(const AttemptInfo& /*info*/,
+                         absl::Duration /*silent_for*/) {}
   // A connection this stream uses started draining.
   virtual void OnConnectionDraining(std::uint64_t /*connection_id*/,
                                     absl::string_view /*why*/) {}

@@ -85,6 +85,35 @@ struct ReconnectingStreamOptions {
   // first message. Default 1 s; > 0 and <= 1 h.
   absl::Duration attempt_settle_time = absl::Seconds(1);
 
+  // Stall detection, for streams whose server sends something (a heartbeat,
+  // a progress notice) at least this often: an attempt that receives nothing
+  // for this long is treated as lost (a peer that hangs, a proxy that stops
+  // forwarding, a server that accepts and never speaks). The stream opens
+  // its next attempt on another connection make before break (the silent
+  // one keeps delivering until the new one's first message), reports the
+  // silent connection to the source (the pool marks it suspect), tells the
+  // observer (`OnStalled`), and counts a failed attempt against the reopen
+  // budget, so a server whose every attempt stalls ends the stream within
+  // the budget. Pick about 3x the server's heartbeat interval. Default 0:
+  // off (silence is a quiet stream, as in gRPC itself; only keepalive, about
+  // 6 min by default, notices a dead peer). 0, or in [1 ms, 24 h].
+  absl::Duration stall_timeout = absl::ZeroDuration();
+
+  // An attempt whose connection is not connected (READY) this long after
+  // the attempt started is given up and counts as a failed attempt (a
+  // connect that hangs: a black-holed address, a port that accepts and
+  // never speaks HTTP/2). While attempts keep failing, an attempt that is
+  // still connecting is also given up when the reopen budget's time bound
+  // runs out, so the bound holds for hung connects too. Default 10 s;
+  // > 0 and <= 1 h.
+  absl::Duration attempt_open_timeout = absl::Seconds(10);
+
+  // A stream waiting out its backoff reopens at once, after a random delay
+  // in [0, this), when its connection source sees a usable connection come
+  // back (the dependency recovered), instead of waiting for its timer.
+  // Default 50 ms; >= 0 and <= 10 s.
+  absl::Duration recovery_jitter = absl::Milliseconds(50);
+
   // Messages read ahead of the application before reading pauses (flow
   // control). Default 32; >= 1.
   std::size_t max_buffered_messages = 32;
@@ -120,6 +149,7 @@ struct StreamStats {
   std::uint64_t messages_delivered = 0;  // handed to the application
   std::uint64_t duplicates_dropped = 0;  // seq <= last delivered
   std::uint64_t gaps = 0;                // seq > last delivered + 1
+  std::uint64_t stalls = 0;              // attempts lost to stall_timeout
   bool has_last_seq = false;
   std::uint64_t last_delivered_seq = 0;  // valid when has_last_seq
 };

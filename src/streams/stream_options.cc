@@ -45,6 +45,25 @@ absl::Status Validate(const ReconnectingStreamOptions& o) {
         absl::StrCat("attempt_settle_time must be > 0 and <= 1h, got ",
                      absl::FormatDuration(o.attempt_settle_time)));
   }
+  if (o.stall_timeout != absl::ZeroDuration() &&
+      (o.stall_timeout < absl::Milliseconds(1) ||
+       o.stall_timeout > absl::Hours(24))) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("stall_timeout must be 0 (off) or in [1ms, 24h], got ",
+                     absl::FormatDuration(o.stall_timeout)));
+  }
+  if (o.attempt_open_timeout <= absl::ZeroDuration() ||
+      o.attempt_open_timeout > absl::Hours(1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("attempt_open_timeout must be > 0 and <= 1h, got ",
+                     absl::FormatDuration(o.attempt_open_timeout)));
+  }
+  if (o.recovery_jitter < absl::ZeroDuration() ||
+      o.recovery_jitter > absl::Seconds(10)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("recovery_jitter must be in [0, 10s], got ",
+                     absl::FormatDuration(o.recovery_jitter)));
+  }
   if (o.max_buffered_messages < 1) {
     return absl::InvalidArgumentError(
         "max_buffered_messages must be >= 1, got 0");

@@ -195,16 +195,25 @@ TEST_F(StreamDefectsTest, SilentFromTheStartStillRetriesAfterALongQuiet) {
   EXPECT_EQ(factory_->count(), 2u);
 }
 
-// Defect 1, the other side: an attempt that never connects is failing from
-// its start, so the time bound still holds for it.
-TEST_F(StreamDefectsTest, AttemptOnAConnectionThatNeverConnectsIsNotHealthy) {
-  options_.max_time_without_progress = absl::Seconds(30);
-  source_->SetConnected(1, false);
+// Defect 1, the other side: an attempt whose connection never connects is
+// failing from its start: it is not healthy however long it stays open, and
+// the budget's time bound ends the stream while it is still connecting.
+TEST_F(StreamDefectsTest, AttemptsThatNeverConnectEndWithinTheTimeBound) {
+  options_.max_time_without_progress = absl::Seconds(3);
+  options_.attempt_open_timeout = absl::Seconds(10);
+  for (std::uint64_t id = 1; id <= 64; ++id) source_->SetConnected(id, false);
   auto stream = Start();
-  clock_->AdvanceBy(absl::Minutes(1));
-  factory_->at(0)->Finish(absl::UnavailableError("failed to connect"));
+  clock_->AdvanceBy(absl::Milliseconds(2900));
+  EXPECT_TRUE(rec_.done().empty());
+  clock_->AdvanceBy(absl::Milliseconds(100));
+  for (std::size_t i = 0; i < factory_->count(); ++i) {
+    factory_->at(i)->CompleteCancel();
+  }
   ASSERT_EQ(rec_.done().size(), 1u);
+  EXPECT_EQ(rec_.done()[0].code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(std::string(rec_.done()[0].message()), HasSubstr("gave up"));
+  EXPECT_THAT(std::string(rec_.done()[0].message()),
+              HasSubstr("not connected"));
 }
 
 // Defect 2: the replacement ends before the old attempt's cancel completes.

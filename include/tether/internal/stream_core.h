@@ -26,6 +26,7 @@
 #include "absl/random/random.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "absl/types/optional.h"
 #include "tether/backoff.h"
@@ -180,6 +181,9 @@ class StreamCore final
     absl::optional<BreakerGate::Ticket> ticket;
     SequenceGate::Cursor cursor;
     Clock::TimerId settle_timer = 0;
+    Clock::TimerId stall_timer = 0;
+    Clock::TimerId open_timer = 0;
+    absl::Time last_activity;  // start, then each message
     bool live = true;  // OnDone not seen yet
     bool cancel_requested = false;
     bool got_message = false;
@@ -187,6 +191,9 @@ class StreamCore final
     bool healthy = false;     // a message, or open and connected to settle
     bool paused = false;      // reading stopped: the app's queue is full
     bool draining = false;    // its connection announced a drain
+    bool stalled = false;     // nothing arrived for `stall_timeout`
+    // Whether the stream is moving off this attempt (make before break).
+    bool leaving() const { return draining || stalled; }
   };
 
   // What a locked section decided: observer calls (`user`, run through the
@@ -234,6 +241,10 @@ class StreamCore final
         handoff_timeout_(options.migration_handoff_timeout),
         migration_jitter_(options.migration_jitter),
         settle_time_(options.attempt_settle_time),
+        stall_timeout_(options.stall_timeout),
+        open_timeout_(options.attempt_open_timeout),
+        max_time_(options.max_time_without_progress),
+        recovery_jitter_(options.recovery_jitter),
         breaker_(std::move(options.breaker), clock_),
         queue_(
             options.max_buffered_messages, std::move(on_message),
@@ -419,7 +430,8 @@ class StreamCore final
     current_ = rec;
     ++live_attempts_;
     phase_ = Phase::kRunning;
-    ArmSettleTimerLocked(rec);
+    rec->last_activity = rec->started;
+    ArmAttemptTimersLocked(rec);
     AttemptInfo info = rec->info;
     Notify(w, [info](StreamObserver& o) { o.OnAttemptStarted(info); });
     auto self = this->shared_from_this();
@@ -500,18 +512,203 @@ class StreamCore final
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (!rec || !rec->live || rec->cancel_requested) return;
     rec->cancel_requested = true;
-    if (rec->settle_timer != 0) clock_->Cancel(rec->settle_timer);
-    rec->settle_timer = 0;
+    CancelAttemptTimersLocked(*rec);
     if (rec->handle) {
       w.internal.Add([h = rec->handle] { h->Cancel(); });
     }  // else OnAttemptHandle cancels it
   }
 
-  // --- Health --------------------------------------------------------------
+  // --- Health, stalls and open deadlines -----------------------------------
 
-  // A live attempt becomes healthy at its first message, or once it has been
-  // open `settle_time_` on a connected connection: a quiet stream is not a
-  // failing one.
+  // A live attempt becomes healthy at its first message, or (without
+  // `stall_timeout`) once it has been open `settle_time_` on a connected
+  // connection: a quiet stream is not a failing one. With `stall_timeout`,
+  // silence is failure instead: the stall timer watches it. Every attempt
+  // also has an open deadline: connected within `attempt_open_timeout`, and
+  // never failing past the reopen budget's time bound while it connects.
+  void ArmAttemptTimersLocked(const std::shared_ptr<AttemptRec>& rec)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (stall_timeout_ > absl::ZeroDuration()) {
+      ArmStallTimerLocked(rec, stall_timeout_);
+    } else {
+      ArmSettleTimerLocked(rec);
+    }
+    absl::Time deadline = rec->started + open_timeout_;
+    if (max_time_ != absl::InfiniteDuration()) {
+      const absl::Time since =
+          budget_.failing() ? std::min(budget_.failing_since(), rec->started)
+                            : rec->started;
+      deadline = std::min(deadline, since + max_time_);
+    }
+    std::weak_ptr<StreamCore> weak = this->shared_from_this();
+    std::weak_ptr<AttemptRec> weak_rec = rec;
+    rec->open_timer = clock_->RunAfter(
+        std::max(deadline - clock_->Now(), absl::ZeroDuration()),
+        [weak, weak_rec] {
+          auto self = weak.lock();
+          auto r = weak_rec.lock();
+          if (self && r) self->OnOpenTimer(r);
+        });
+  }
+
+  void CancelAttemptTimersLocked(AttemptRec& rec)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    CancelTimerLocked(rec.settle_timer);
+    CancelTimerLocked(rec.stall_timer);
+    CancelTimerLocked(rec.open_timer);
+  }
+
+  void ArmStallTimerLocked(const std::shared_ptr<AttemptRec>& rec,
+                           absl::Duration delay)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    std::weak_ptr<StreamCore> weak = this->shared_from_this();
+    std::weak_ptr<AttemptRec> weak_rec = rec;
+    rec->stall_timer = clock_->RunAfter(delay, [weak, weak_rec] {
+      auto self = weak.lock();
+      auto r = weak_rec.lock();
+      if (self && r) self->OnStallTimer(r);
+    });
+  }
+
+  // Nothing arrived for `stall_timeout`: the attempt is lost (a peer that
+  // hangs, a black hole). It stays as the fallback while a replacement
+  // starts elsewhere, its connection is reported, and it counts as a failed
+  // attempt.
+  void OnStallTimer(const std::shared_ptr<AttemptRec>& rec) {
+    Work w;
+    {
+      MutexLock lock(&mu_);
+      rec->stall_timer = 0;
+      if (!rec->live || rec->cancel_requested || rec->stalled ||
+          phase_ == Phase::kFinishing) {
+        return;
+      }
+      const absl::Time now = clock_->Now();
+      const absl::Duration silent = now - rec->last_activity;
+      if (silent < stall_timeout_) {  // a message came meanwhile
+        ArmStallTimerLocked(rec, stall_timeout_ - silent);
+        return;
+      }
+      rec->stalled = true;
+      ++stats_.stalls;
+      const absl::Status stall = absl::DeadlineExceededError(absl::StrCat(
+          "tether: attempt ", rec->info.attempt, " received nothing for ",
+          absl::FormatDuration(silent), " (stall_timeout)"));
+      AttemptInfo info = rec->info;
+      Notify(w, [info, silent](StreamObserver& o) { o.OnStalled(info, silent); });
+      ReportEndLater(*rec, stall, w);
+      RecordLater(rec->ticket, BreakerGate::kFailure, stall, w);
+      if (rec == old_) {  // the fallback went silent: the replacement runs
+        RetireOldLocked(w);
+      } else if (rec == current_) {
+        if (old_) {
+          // A replacement that stalled before delivering: back to the
+          // fallback, which moves again below.
+          CancelAttemptLocked(current_, w);
+          current_ = std::move(old_);
+          old_.reset();
+          CancelTimerLocked(handoff_timer_);
+        }
+        FailedWhileLiveLocked(rec->last_activity, stall, w);
+      }
+    }
+    Flush(w);
+  }
+
+  // The current attempt (still live, leaving) failed: spend the budget, then
+  // move make-before-break after the backoff delay.
+  void FailedWhileLiveLocked(absl::Time failing_since, const absl::Status& why,
+                             Work& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    absl::StatusOr<absl::Duration> delay = budget_.OnFailure(
+        clock_->Now(), failing_since, why, absl::BitGenRef(gen_));
+    if (!delay.ok()) {
+      GiveUpLocked(delay.status(), w);
+      return;
+    }
+    if (*delay <= absl::ZeroDuration()) {
+      MaybeMigrateLocked(/*now=*/true, w);
+    } else {
+      ArmMigrationTimerLocked(*delay);
+    }
+  }
+
+  // The open deadline passed: an attempt that is not connected yet is given
+  // up (connect black holes, hung handshakes), and so is one still
+  // connecting when the budget's time bound runs out.
+  void OnOpenTimer(const std::shared_ptr<AttemptRec>& rec) {
+    std::uint64_t id = 0;
+    {
+      MutexLock lock(&mu_);
+      rec->open_timer = 0;
+      if (!rec->live || rec->cancel_requested || rec->healthy ||
+          rec->got_message || phase_ == Phase::kFinishing) {
+        return;
+      }
+      id = rec->info.connection_id;
+    }
+    const bool connected = source_->IsConnected(id);
+    Work w;
+    {
+      MutexLock lock(&mu_);
+      if (connected || !rec->live || rec->cancel_requested || rec->healthy ||
+          rec->got_message || phase_ == Phase::kFinishing) {
+        return;
+      }
+      const absl::Status why = absl::UnavailableError(absl::StrCat(
+          "tether: attempt ", rec->info.attempt, " was not connected after ",
+          absl::FormatDuration(clock_->Now() - rec->started)));
+      ReportEndLater(*rec, why, w);
+      RecordLater(rec->ticket, BreakerGate::kFailure, why, w);
+      CancelAttemptLocked(rec, w);  // it retires; its OnDone is ignored
+      if (rec == old_) {
+        old_.reset();
+      } else if (rec == current_) {
+        if (old_) {  // a replacement that never connected: keep the fallback
+          current_ = std::move(old_);
+          old_.reset();
+          CancelTimerLocked(handoff_timer_);
+          FailedWhileLiveLocked(rec->started, why, w);
+        } else {
+          current_.reset();
+          absl::StatusOr<absl::Duration> delay = budget_.OnFailure(
+              clock_->Now(), rec->started, why, absl::BitGenRef(gen_));
+          if (!delay.ok()) {
+            GiveUpLocked(delay.status(), w);
+          } else if (!starting_) {
+            ArmReopenTimerLocked(*delay, why, w);
+          }
+        }
+      }
+    }
+    Flush(w);
+  }
+
+  // A waiting stream hears that a usable connection is back: reopen now
+  // (spread over `recovery_jitter`) instead of at the backoff timer.
+  void OnConnectionAvailable() override {
+    Work w;
+    {
+      MutexLock lock(&mu_);
+      if (phase_ != Phase::kWaiting) return;
+      absl::Duration spread = absl::ZeroDuration();
+      if (recovery_jitter_ > absl::ZeroDuration()) {
+        spread = absl::Seconds(
+            absl::Uniform(absl::IntervalClosedOpen, gen_, 0.0,
+                          absl::ToDoubleSeconds(recovery_jitter_)));
+      }
+      if (reopen_due_ - clock_->Now() <= spread) return;
+      CancelTimerLocked(reopen_timer_);
+      std::weak_ptr<StreamCore> weak = this->shared_from_this();
+      const Clock::TimerId token = ++timer_tokens_;
+      reopen_timer_token_ = token;
+      reopen_due_ = clock_->Now() + spread;
+      reopen_timer_ = clock_->RunAfter(spread, [weak, token] {
+        if (auto self = weak.lock()) self->OnReopenTimer(token);
+      });
+    }
+    Flush(w);
+  }
+
   void ArmSettleTimerLocked(const std::shared_ptr<AttemptRec>& rec)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     std::weak_ptr<StreamCore> weak = this->shared_from_this();
@@ -555,8 +752,8 @@ class StreamCore final
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (rec->healthy) return;
     rec->healthy = true;
-    if (rec->settle_timer != 0) clock_->Cancel(rec->settle_timer);
-    rec->settle_timer = 0;
+    CancelTimerLocked(rec->settle_timer);
+    CancelTimerLocked(rec->open_timer);
     budget_.OnProgress();
     RecordLater(rec->ticket, BreakerGate::kSuccess, absl::OkStatus(), w);
   }
@@ -566,11 +763,13 @@ class StreamCore final
   // Moves off a draining connection, make before break. `now`: the jitter
   // (if any) has been waited out.
   void MaybeMigrateLocked(bool now, Work& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (!migrate_on_drain_ || phase_ != Phase::kRunning || starting_) return;
+    if (phase_ != Phase::kRunning || starting_) return;
     if (!current_ || !current_->live || current_->cancel_requested ||
-        !current_->draining) {
+        !current_->leaving()) {
       return;
     }
+    // A stall always moves; a drain only with `migrate_on_drain`.
+    if (!migrate_on_drain_ && !current_->stalled) return;
     if (old_) {
       // The replacement's connection drained before it delivered: drop the
       // replacement, keep the fallback, and move again.
@@ -679,6 +878,7 @@ class StreamCore final
   bool AcceptLocked(const std::shared_ptr<AttemptRec>& rec,
                     absl::optional<std::uint64_t> seq, Response&& response,
                     Work& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (stall_timeout_ > absl::ZeroDuration()) rec->last_activity = clock_->Now();
     if (!rec->got_message) {
       rec->got_message = true;
       AttemptInfo info = rec->info;
@@ -780,8 +980,7 @@ class StreamCore final
       MutexLock lock(&mu_);
       rec->live = false;
       --live_attempts_;
-      if (rec->settle_timer != 0) clock_->Cancel(rec->settle_timer);
-      rec->settle_timer = 0;
+      CancelAttemptTimersLocked(*rec);
       by_client = rec->cancel_requested;
       if (rec->handle) {
         // Dropped after the lock, like every other call into the attempt.
@@ -818,7 +1017,7 @@ class StreamCore final
       old_.reset();
       CancelTimerLocked(handoff_timer_);
       if (cls == EndClass::kDrain && !rec->draining && !by_client) {
-        ReportDrainEndLater(rec->info.connection_id, status, w);
+        ReportEndLater(*rec, status, w);
       }
       return;
     }
@@ -830,7 +1029,7 @@ class StreamCore final
       return;
     }
     if (cls == EndClass::kDrain && !rec->draining) {
-      ReportDrainEndLater(rec->info.connection_id, status, w);
+      ReportEndLater(*rec, status, w);
     }
     if (cls == EndClass::kOk) {
       EndLocked(absl::OkStatus(), w);
@@ -874,17 +1073,31 @@ class StreamCore final
     return rec.healthy ? clock_->Now() : rec.started;
   }
 
-  void ReportDrainEndLater(std::uint64_t id, const absl::Status& status,
-                           Work& w) {
+  // Tells the source what an unannounced end (or a stall) says about the
+  // attempt's connection.
+  void ReportEndLater(const AttemptRec& rec, const absl::Status& status,
+                      Work& w) {
     auto self = this->shared_from_this();
-    w.internal.Add([self, id, status] {
-      self->source_->ReportDrainEnd(id, status);
+    const std::uint64_t id = rec.info.connection_id;
+    ConnectionSource::EndReport report;
+    report.status = status;
+    report.before_first_message = !rec.got_message;
+    report.stalled = rec.stalled;
+    w.internal.Add([self, id, report] {
+      self->source_->ReportUnannouncedEnd(id, report);
     });
   }
 
   void ArmReopenTimerLocked(absl::Duration delay, const absl::Status& last,
                             Work& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     phase_ = Phase::kWaiting;
+    reopen_due_ = clock_->Now() + delay;
+    if (delay > recovery_jitter_) {
+      // Woken early if the source sees a usable connection come back.
+      auto self = this->shared_from_this();
+      w.internal.Add(
+          [self] { self->source_->NotifyWhenAvailable(self->WeakListener()); });
+    }
     Notify(w, [delay, last](StreamObserver& o) { o.OnBackoff(delay, last); });
     CancelTimerLocked(reopen_timer_);
     std::weak_ptr<StreamCore> weak = this->shared_from_this();
@@ -962,6 +1175,10 @@ class StreamCore final
   const absl::Duration handoff_timeout_;
   const absl::Duration migration_jitter_;
   const absl::Duration settle_time_;
+  const absl::Duration stall_timeout_;  // zero: off
+  const absl::Duration open_timeout_;
+  const absl::Duration max_time_;
+  const absl::Duration recovery_jitter_;
   BreakerGate breaker_;  // thread-safe; used outside `mu_`
   DeliveryQueue<Response> queue_;
 
@@ -978,6 +1195,7 @@ class StreamCore final
   Clock::TimerId timer_tokens_ ABSL_GUARDED_BY(mu_) = 0;
   Clock::TimerId reopen_timer_ ABSL_GUARDED_BY(mu_) = 0;
   Clock::TimerId reopen_timer_token_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time reopen_due_ ABSL_GUARDED_BY(mu_);
   Clock::TimerId handoff_timer_ ABSL_GUARDED_BY(mu_) = 0;
   Clock::TimerId migration_timer_ ABSL_GUARDED_BY(mu_) = 0;
   Clock::TimerId migration_timer_token_ ABSL_GUARDED_BY(mu_) = 0;

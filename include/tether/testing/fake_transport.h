@@ -109,6 +109,42 @@ class FakeConnectionSource final : public ConnectionSource {
     return not_connected_.count(connection_id) == 0;
   }
 
+  // Streams waiting out a backoff ask to be told when a connection is
+  // usable again; `Recover()` tells them (once each), as a pool does when
+  // the dependency comes back after an outage.
+  void NotifyWhenAvailable(std::weak_ptr<DrainListener> listener) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    waiting_.push_back(std::move(listener));
+  }
+  void Recover() {
+    std::vector<std::weak_ptr<DrainListener>> waiting;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      waiting.swap(waiting_);
+    }
+    for (auto& w : waiting) {
+      if (auto l = w.lock()) l->OnConnectionAvailable();
+    }
+  }
+  // How many registrations `Recover()` would tell now.
+  std::size_t waiting_for_recovery() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return waiting_.size();
+  }
+  // Every `ReportUnannouncedEnd`, in order (evidence a stream gave).
+  std::vector<std::pair<std::uint64_t, EndReport>> end_reports() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return end_reports_;
+  }
+  void ReportUnannouncedEnd(std::uint64_t connection_id,
+                            const EndReport& report) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      end_reports_.push_back({connection_id, report});
+    }
+    ReportDrainEnd(connection_id, report.status);
+  }
+
   // The next `Pick` fails with `status` (e.g. UNAVAILABLE "failed to
   // connect"); queue several calls for several picks.
   void FailNextPick(absl::Status status) {
@@ -159,6 +195,8 @@ class FakeConnectionSource final : public ConnectionSource {
   std::set<std::uint64_t> draining_;
   std::set<std::uint64_t> suspects_;
   std::set<std::uint64_t> not_connected_;
+  std::vector<std::weak_ptr<DrainListener>> waiting_;
+  std::vector<std::pair<std::uint64_t, EndReport>> end_reports_;
   std::deque<absl::Status> fail_picks_;
   std::vector<std::pair<std::uint64_t, absl::Status>> drain_reports_;
   std::size_t releases_ = 0;

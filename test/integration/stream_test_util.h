@@ -138,6 +138,11 @@ class Collector {
     std::lock_guard<std::mutex> lock(mu_);
     return done_;
   }
+  // The server of the last message ("" before the first).
+  std::string last_server() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return last_server_;
+  }
   int from(const std::string& server) const {
     std::lock_guard<std::mutex> lock(mu_);
     return CountFromLocked(server);

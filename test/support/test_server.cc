@@ -102,6 +102,7 @@ class TickScheduler {
 struct Behaviour {
   std::string name;
   absl::Duration tick;
+  bool mute = false;  // accept calls, write nothing
   std::size_t payload_bytes = 0;
   std::int64_t end_every_n = 0;
   grpc::Status end_status;
@@ -167,6 +168,7 @@ class TestServer::Impl {
   int port_ = 0;
   bool running_ = false;
   bool drain_reject_ = false;
+  bool mute_ = false;  // SetMute
 
  private:
   struct Run;
@@ -212,6 +214,10 @@ class WatchReactor : public grpc::ServerWriteReactor<tether::test::Event> {
     }
     if (!fail.ok()) {
       End(fail);
+      return;
+    }
+    if (b.mute) {
+      ScheduleTick(absl::InfiniteFuture());
       return;
     }
     bool write;
@@ -297,21 +303,37 @@ class WatchReactor : public grpc::ServerWriteReactor<tether::test::Event> {
         DoFinish(std::move(status));
         break;
       case Next::kSchedule:
-        Ref();
-        impl_->scheduler().RunAfter(b.tick, [this] {
-          OnTick();
-          Unref();
-        });
+        ScheduleTick(absl::Now() + b.tick);
         break;
     }
   }
 
-  void OnTick() {
+  // Waits for the next write in slices of at most 100 ms, so that a long
+  // tick (a server that goes silent) never holds the reactor after its call
+  // ended.
+  void ScheduleTick(absl::Time due) {
+    Ref();
+    const absl::Duration wait =
+        std::min(absl::Milliseconds(100),
+                 std::max(absl::ZeroDuration(), due - absl::Now()));
+    impl_->scheduler().RunAfter(wait, [this, due] {
+      OnTick(due);
+      Unref();
+    });
+  }
+
+  void OnTick(absl::Time due) {
     Behaviour b = impl_->GetBehaviour();
+    bool wait_more = false;
     {
       std::lock_guard<std::mutex> l(mu_);
       if (finished_ || write_in_flight_) return;
-      PrepareWriteLocked(b);
+      wait_more = b.mute || absl::Now() < due;
+      if (!wait_more) PrepareWriteLocked(b);
+    }
+    if (wait_more) {
+      ScheduleTick(due);
+      return;
     }
     DoWrite();
   }
@@ -541,6 +563,7 @@ Behaviour TestServer::Impl::GetBehaviour() {
   Behaviour b;
   b.name = options_.name;
   b.tick = options_.tick;
+  b.mute = mute_;
   b.payload_bytes = options_.payload_bytes;
   b.end_every_n = options_.end_every_n;
   b.end_status = options_.end_status;
@@ -612,6 +635,11 @@ const std::string& TestServer::name() const { return impl_->name_; }
 bool TestServer::running() const {
   Impl::ChangeLock l(impl_.get());
   return impl_->running_;
+}
+
+void TestServer::SetMute(bool mute) {
+  Impl::ChangeLock l(impl_.get());
+  impl_->mute_ = mute;
 }
 
 void TestServer::SetTick(absl::Duration tick) {

@@ -118,6 +118,10 @@ class TestServer {
   // Behaviour setters; they take effect for the next decision each stream
   // makes (the next message, or the next Watch).
   void SetTick(absl::Duration tick);
+  // While muted, streams (new and running) write nothing and stay open: a
+  // server that accepts calls and never speaks. Unmuting resumes writes
+  // within 100 ms.
+  void SetMute(bool mute);
   void SetEndEveryN(std::int64_t n, grpc::Status status);
   // OK turns the permanent error off.
   void SetPermanentStatus(grpc::Status status);

@@ -455,6 +455,14 @@ class StreamCore final
       return;
     }
     if (current_ && current_->live && !current_->cancel_requested) {
+      if (current_->stalled) {
+        // The stream is failing (its attempt went silent): a move that
+        // cannot start is one more failed attempt, within the budget.
+        FailedWhileLiveLocked(budget_.failing() ? budget_.failing_since()
+                                                : clock_->Now(),
+                              status, w);
+        return;
+      }
       // A migration could not start: stay on the draining attempt and try
       // again later (it keeps delivering meanwhile).
       migration_retry_delay_ =
@@ -740,7 +748,7 @@ class StreamCore final
         return;
       }
       if (connected) {
-        MarkHealthyLocked(rec, w);
+        MarkHealthyLocked(rec, /*ends_failing=*/true, w);
       } else {
         ArmSettleTimerLocked(rec);  // look again later
       }
@@ -748,13 +756,18 @@ class StreamCore final
     Flush(w);
   }
 
-  void MarkHealthyLocked(const std::shared_ptr<AttemptRec>& rec, Work& w)
+  // The attempt works: the dependency answered (breaker success). A quiet
+  // attempt that settled also ends the failing period; a first message does
+  // only if it is new (a server that replays one old message and hangs is
+  // still failing), see AcceptLocked.
+  void MarkHealthyLocked(const std::shared_ptr<AttemptRec>& rec,
+                         bool ends_failing, Work& w)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (rec->healthy) return;
     rec->healthy = true;
     CancelTimerLocked(rec->settle_timer);
     CancelTimerLocked(rec->open_timer);
-    budget_.OnProgress();
+    if (ends_failing) budget_.OnProgress();
     RecordLater(rec->ticket, BreakerGate::kSuccess, absl::OkStatus(), w);
   }
 
@@ -888,7 +901,7 @@ class StreamCore final
       });
       // The replacement is live: hand off from the draining attempt.
       if (rec == current_ && old_) RetireOldLocked(w);
-      MarkHealthyLocked(rec, w);
+      MarkHealthyLocked(rec, /*ends_failing=*/false, w);
     }
     if (sequence_of_) {
       SequenceGate::Admission a =
@@ -1068,9 +1081,12 @@ class StreamCore final
     ArmReopenTimerLocked(*delay, status, w);
   }
 
-  // When an attempt began to fail: at its start unless it proved healthy.
+  // When an attempt began to fail: at its start unless it proved healthy
+  // (then at its last sign of life).
   absl::Time FailingSince(const AttemptRec& rec) {
-    return rec.healthy ? clock_->Now() : rec.started;
+    if (!rec.healthy) return rec.started;
+    return stall_timeout_ > absl::ZeroDuration() ? rec.last_activity
+                                                 : clock_->Now();
   }
 
   // Tells the source what an unannounced end (or a stall) says about the

@@ -4,6 +4,8 @@
 // make-before-break lost, throwing callbacks, the receive limit, events
 // after the end. Fake attempts and a fake clock; the threads used below only
 // create the interleavings that gRPC's threads create.
+#include <malloc.h>
+
 #include <atomic>
 #include <condition_variable>
 #include <deque>
@@ -444,6 +446,86 @@ TEST_F(StreamDefectsTest, DestroyInsideOnMessageWaitsForObserverElsewhere) {
   for (std::size_t i = 0; i < factory_->count(); ++i) {
     factory_->at(i)->CompleteCancel();
   }
+}
+
+// Defect 6: nothing grows per migration. A source that hands out a new
+// connection id for every pick (as a server-side max connection age does)
+// and a factory that keeps only live attempts, so that any growth is the
+// stream's own.
+class RollingSource final : public ConnectionSource {
+ public:
+  absl::StatusOr<ConnectionPick> Pick(
+      std::weak_ptr<DrainListener> listener) override {
+    listener_ = std::move(listener);
+    ConnectionPick p;
+    p.connection_id = ++last_;
+    return p;
+  }
+  void Release(std::uint64_t, const std::weak_ptr<DrainListener>&) override {}
+  void ReportDrainEnd(std::uint64_t, const absl::Status&) override {}
+  void DrainNewest() {
+    if (auto l = listener_.lock()) l->OnConnectionDraining(last_, "GOAWAY");
+  }
+
+ private:
+  std::uint64_t last_ = 0;
+  std::weak_ptr<DrainListener> listener_;
+};
+
+class LiveOnlyFactory final : public AttemptFactory<Req, Resp> {
+ public:
+  std::shared_ptr<Attempt> Start(
+      const ConnectionPick& pick, const Req& request,
+      std::shared_ptr<AttemptListener<Resp>> listener) override {
+    auto a = std::make_shared<LateCancelAttempt>(pick.connection_id, request,
+                                                 std::move(listener));
+    live.push_back(a);
+    return a;
+  }
+  void Prune() {
+    std::deque<std::shared_ptr<LateCancelAttempt>> keep;
+    for (auto& a : live) {
+      if (!a->done()) keep.push_back(a);
+    }
+    live.swap(keep);
+  }
+  std::deque<std::shared_ptr<LateCancelAttempt>> live;
+};
+
+TEST_F(StreamDefectsTest, NoMemoryGrowthPerMigration) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "heap figures are the sanitizer's own under sanitizers";
+#endif
+  auto source = std::make_shared<RollingSource>();
+  auto factory = std::make_shared<LiveOnlyFactory>();
+  auto spec = Spec();
+  spec.attempt_factory = factory;
+  std::uint64_t delivered = 0;
+  auto s = Stream::Start(
+      source, spec, options_, [&](Resp&&) { ++delivered; },
+      [](const absl::Status&) {});
+  ASSERT_TRUE(s.ok());
+  auto stream = *std::move(s);
+  std::uint64_t seq = 0;
+  auto migrate = [&] {
+    source->DrainNewest();  // the replacement starts
+    auto fresh = factory->live.back();
+    auto old = factory->live.front();
+    fresh->Send(++seq);       // hand-off: the old one is asked to cancel
+    old->CompleteCancel();
+    factory->Prune();
+  };
+  factory->live.back()->Send(++seq);
+  for (int i = 0; i < 300; ++i) migrate();  // warm up
+  const std::size_t before = mallinfo2().uordblks;
+  constexpr int kMigrations = 3000;
+  for (int i = 0; i < kMigrations; ++i) migrate();
+  const std::size_t after = mallinfo2().uordblks;
+  EXPECT_EQ(delivered, seq);
+  EXPECT_EQ(stream->stats().migrations, 300u + kMigrations);
+  const double per_migration =
+      (static_cast<double>(after) - static_cast<double>(before)) / kMigrations;
+  EXPECT_LT(per_migration, 4.0) << "bytes kept per migration";
 }
 
 // Defect 7: the replacement's connection drains while the old attempt is

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <random>
+#include <set>
 #include <string>
 #include <thread>
 #include <utility>
@@ -298,8 +299,8 @@ struct CircuitBreaker::State {
   void MaybeHalfOpenLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   void ApplySwitchesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // Applies an outcome of a permit from `generation` (probe id `probe`, or
-  // 0). False when it is the late outcome of an expired probe: then nothing
-  // at all is counted.
+  // 0). False when it is the late outcome of an expired probe, in whatever
+  // state the breaker is now: then nothing at all is counted.
   bool RecordLocked(std::uint64_t generation, std::uint64_t probe,
                     Outcome outcome, const absl::Status& cause)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
@@ -340,6 +341,13 @@ struct CircuitBreaker::State {
   Clock::TimerId break_timer ABSL_GUARDED_BY(mu) = 0;  // only when open
   // Half-open: probes issued and not yet recorded (or expired), by id.
   std::map<std::uint64_t, Probe> probes ABSL_GUARDED_BY(mu);
+  // Probes that timed out (already counted as ignored) and whose permit has
+  // not come back yet. Kept across state changes: a permit's generation
+  // cannot tell "expired, then the state changed" from "issued, then the
+  // state changed", and only the second is still to be counted. An id leaves
+  // when its permit is recorded or dropped, so this holds at most one id per
+  // outstanding permit.
+  std::set<std::uint64_t> expired_probes ABSL_GUARDED_BY(mu);
   std::uint64_t next_probe_id ABSL_GUARDED_BY(mu) = 0;
   int probes_succeeded ABSL_GUARDED_BY(mu) = 0;
   std::mt19937_64 rng ABSL_GUARDED_BY(mu);
@@ -524,11 +532,17 @@ bool CircuitBreaker::State::RecordLocked(std::uint64_t gen, std::uint64_t probe,
                                          Outcome outcome,
                                          const absl::Status& cause) {
   const bool current_generation = gen == generation;
-  if (probe != 0 && current_generation) {
-    auto it = probes.find(probe);
-    if (it == probes.end()) return false;  // expired: already counted
-    clock->Cancel(it->second.timer);
-    probes.erase(it);
+  if (probe != 0) {
+    // Counted when it timed out, whatever happened since.
+    if (expired_probes.erase(probe) != 0) return false;
+    if (current_generation) {
+      auto it = probes.find(probe);
+      if (it == probes.end()) return false;  // cannot happen; never count twice
+      // Cancel may fail (the timer is due and about to run): OnProbeTimeout
+      // then finds the probe gone and does nothing.
+      clock->Cancel(it->second.timer);
+      probes.erase(it);
+    }
   }
   switch (outcome) {
     case Outcome::kSuccess:
@@ -601,6 +615,8 @@ void CircuitBreaker::State::OnProbeTimeout(std::uint64_t gen,
   auto it = probes.find(probe);
   if (it == probes.end()) return;
   probes.erase(it);  // the permit is free again, as if dropped
+  // Counted here, once: its late Record or drop, in any state, counts nothing.
+  expired_probes.insert(probe);
   ++totals.ignored;
   NotifyRecordedLocked(Outcome::kIgnored, later);
   ClaimDeliveryLocked(later);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "absl/types/optional.h"
@@ -725,6 +726,131 @@ TEST_F(CircuitBreakerTest, DroppingAnExpiredProbeCountsNothingMore) {
   const std::uint64_t ignored = b->counts().ignored;
   held.reset();  // its destructor gives back a permit already given back
   EXPECT_EQ(b->counts().ignored, ignored);
+}
+
+// The interleaving behind a rare ConcurrentCallersAndTimer failure: a probe
+// times out (counted as ignored), the breaker changes state, and only then
+// does the probe's permit come back. Its generation is now stale, which once
+// let its outcome be counted a second time. Every way of changing the state
+// and of handing the permit back must count it exactly once.
+TEST_F(CircuitBreakerTest, ExpiredProbeIsNotCountedAgainAfterAStateChange) {
+  struct StateChange {
+    const char* name;
+    BreakerState to;
+    std::uint64_t calls;  // permits `cause` uses
+    std::function<void(CircuitBreaker&)> cause;
+  };
+  const std::vector<StateChange> changes = {
+      {"probe fails", kOpen, 1,
+       [](CircuitBreaker& b) { Call(b, Outcome::kFailure); }},
+      {"probes succeed", kClosed, 2,
+       [](CircuitBreaker& b) { CallN(b, 2, Outcome::kSuccess); }},
+      {"forced open", kForcedOpen, 0,
+       [](CircuitBreaker& b) { b.SetForcedOpen(true); }},
+      {"disabled", kDisabled, 0,
+       [](CircuitBreaker& b) { b.SetDisabled(true); }},
+  };
+  struct HandBack {
+    const char* name;
+    std::function<void(CircuitBreaker&, CircuitBreaker::Permit)> hand_back;
+  };
+  const std::vector<HandBack> hand_backs = {
+      {"success",
+       [](CircuitBreaker& b, CircuitBreaker::Permit p) {
+         b.Record(std::move(p), Outcome::kSuccess);
+       }},
+      {"failure",
+       [](CircuitBreaker& b, CircuitBreaker::Permit p) {
+         b.Record(std::move(p), Outcome::kFailure,
+                  absl::UnavailableError("too late"));
+       }},
+      {"ignored",
+       [](CircuitBreaker& b, CircuitBreaker::Permit p) {
+         b.Record(std::move(p), Outcome::kIgnored);
+       }},
+      {"dropped",
+       [](CircuitBreaker&, CircuitBreaker::Permit) {}},  // destroyed here
+  };
+  for (const StateChange& change : changes) {
+    for (const HandBack& hand_back : hand_backs) {
+      SCOPED_TRACE(absl::StrCat(change.name,
+                                ", then the expired probe: ", hand_back.name));
+      CircuitBreakerOptions o = TripOnFirstFailure();  // 2 probe permits
+      o.half_open_probe_timeout = absl::Seconds(5);
+      auto b = Make(o);
+      TripAndHalfOpen(*b, *clock_);  // 1 permit so far
+      auto late = b->TryAcquire();
+      ASSERT_TRUE(late.ok());
+      ASSERT_TRUE(late->is_probe());
+      clock_->AdvanceBy(absl::Seconds(5));  // expires: counted as ignored
+      EXPECT_EQ(b->counts().ignored, 1u);
+      change.cause(*b);
+      ASSERT_EQ(b->state(), change.to);
+      // The trip, the expired probe and the state change's own calls, each
+      // counted once.
+      const std::uint64_t permits = 2 + change.calls;
+      const BreakerCounts before = b->counts();
+      EXPECT_EQ(before.successful + before.failed + before.ignored, permits);
+
+      hand_back.hand_back(*b, *std::move(late));
+      const BreakerCounts after = b->counts();
+      EXPECT_EQ(after.successful, before.successful);
+      EXPECT_EQ(after.failed, before.failed);
+      EXPECT_EQ(after.ignored, before.ignored);
+      EXPECT_EQ(after.successful + after.failed + after.ignored, permits);
+      EXPECT_EQ(after.state, change.to);
+      EXPECT_EQ(after.transitions, before.transitions);
+      if (change.to == kOpen) {
+        EXPECT_THAT(b->TryAcquire().status().message(),
+                    Not(HasSubstr("too late")));
+      }
+    }
+  }
+}
+
+// A `Clock` may fail to cancel a timer that is due and about to run (the
+// fake clock does so between popping a timer and running it). A probe's
+// timeout that fires after its permit was recorded, or after the state
+// changed, must count nothing and free no permit.
+TEST_F(CircuitBreakerTest, ProbeTimeoutThatCouldNotBeCancelledCountsNothing) {
+  class NoCancelClock final : public Clock {
+   public:
+    absl::Time Now() override { return fake.Now(); }
+    TimerId RunAfter(absl::Duration d, std::function<void()> fn) override {
+      return fake.RunAfter(d, std::move(fn));
+    }
+    bool Cancel(TimerId) override { return false; }
+    FakeClock fake;
+  };
+  auto clock = std::make_shared<NoCancelClock>();
+  CircuitBreakerOptions o = TripOnFirstFailure();  // 2 probe permits
+  o.half_open_probe_timeout = absl::Seconds(5);
+  auto b = *CircuitBreaker::Create(o, clock, 1);
+  TripAndHalfOpen(*b, clock->fake);
+
+  // Recorded, then its timeout fires anyway.
+  auto recorded = b->TryAcquire();
+  ASSERT_TRUE(recorded.ok());
+  b->Record(*std::move(recorded), Outcome::kSuccess);
+  clock->fake.AdvanceBy(absl::Seconds(1));
+  auto held = b->TryAcquire();  // takes the other permit
+  ASSERT_TRUE(held.ok());
+  const BreakerCounts before = b->counts();
+  clock->fake.AdvanceBy(absl::Seconds(4));  // `recorded`'s timeout fires
+  EXPECT_EQ(b->counts().ignored, before.ignored);
+  EXPECT_EQ(b->state(), kHalfOpen);
+  EXPECT_FALSE(b->TryAcquire().ok());  // and it freed no permit
+
+  // The state changes, then the timeout of the probe that changed it fires.
+  b->Record(*std::move(held), Outcome::kFailure);  // re-opens for 2 s
+  ASSERT_EQ(b->state(), kOpen);
+  const BreakerCounts reopened = b->counts();
+  clock->fake.AdvanceBy(absl::Seconds(1));  // `held`'s timeout fires
+  const BreakerCounts after = b->counts();
+  EXPECT_EQ(after.ignored, reopened.ignored);
+  EXPECT_EQ(after.successful + after.failed + after.ignored, 3u);
+  EXPECT_EQ(after.state, kOpen);
+  EXPECT_EQ(after.transitions, reopened.transitions);
 }
 
 TEST_F(CircuitBreakerTest, ProbeTimeoutExtremes) {

@@ -105,8 +105,10 @@ class Harness {
       Step();
       Check();
     }
-    dropped_ += held_.size();
-    held_.clear();  // dropped unrecorded: ignored
+    for (const Held& h : held_) {
+      if (!h.expired) ++dropped_;
+    }
+    held_.clear();  // dropped unrecorded: ignored (unless already expired)
     Check();
   }
 
@@ -114,7 +116,25 @@ class Harness {
   struct Held {
     CircuitBreaker::Permit permit;
     std::uint64_t generation = 0;  // `generation_` when it was issued
+    // A half-open probe expires (the breaker counts it as ignored and
+    // ignores its late outcome) `half_open_probe_timeout` after it was
+    // issued, if the breaker is still in that half-open state.
+    bool probe = false;
+    absl::Time issued;
+    bool expired = false;
   };
+
+  // Marks the held probes whose timeout has passed in their own state.
+  void ExpireProbes() {
+    const absl::Time now = clock_->Now();
+    for (Held& h : held_) {
+      if (h.probe && !h.expired && h.generation == generation_ &&
+          now >= h.issued + options_.half_open_probe_timeout) {
+        h.expired = true;
+        ++expired_;
+      }
+    }
+  }
 
   void Step() {
     const std::uint8_t op = in_.Byte() % 8;
@@ -139,7 +159,12 @@ class Harness {
           Fail("a forced-open breaker permitted a call");
         }
         if (!p->valid()) Fail("TryAcquire returned an empty permit");
-        held_.push_back(Held{*std::move(p), generation_});
+        Held h;
+        h.permit = *std::move(p);
+        h.generation = generation_;
+        h.probe = breaker_->state() == BreakerState::kHalfOpen;
+        h.issued = clock_->Now();
+        held_.push_back(std::move(h));
         return;
       }
       case 2:
@@ -156,7 +181,7 @@ class Harness {
         const std::uint64_t transitions_before = transitions_;
         breaker_->Record(std::move(h.permit), outcome,
                          absl::UnavailableError("fuzz: failure"));
-        ++recorded_;
+        if (!h.expired) ++recorded_;
         const BreakerCounts after = breaker_->counts();
         if (outcome == Outcome::kIgnored &&
             transitions_ == transitions_before &&
@@ -180,8 +205,8 @@ class Harness {
       case 4: {  // drop one held permit unrecorded
         if (held_.empty()) return;
         const std::size_t i = in_.Byte() % held_.size();
+        if (!held_[i].expired) ++dropped_;
         held_.erase(held_.begin() + static_cast<std::ptrdiff_t>(i));
-        ++dropped_;
         return;
       }
       case 5: {
@@ -189,6 +214,7 @@ class Harness {
             absl::ZeroDuration(), absl::Milliseconds(50),
             absl::Milliseconds(500), absl::Seconds(2), absl::Seconds(30)};
         clock_->AdvanceBy(d[in_.Byte() % 5]);
+        ExpireProbes();
         return;
       }
       case 6: {
@@ -212,10 +238,10 @@ class Harness {
                         " but the listener last saw ",
                         BreakerStateName(last_)));
     }
-    if (c.successful + c.failed + c.ignored != recorded_ + dropped_) {
+    if (c.successful + c.failed + c.ignored != recorded_ + dropped_ + expired_) {
       Fail(absl::StrCat("outcome totals ", c.successful, "+", c.failed, "+",
-                        c.ignored, " but ", recorded_, " recorded and ",
-                        dropped_, " dropped"));
+                        c.ignored, " but ", recorded_, " recorded, ",
+                        dropped_, " dropped and ", expired_, " expired"));
     }
     if (c.not_permitted != rejected_) {
       Fail(absl::StrCat("not_permitted ", c.not_permitted, " but ", rejected_,
@@ -267,6 +293,7 @@ class Harness {
   std::uint64_t generation_ = 0;  // bumped on every transition
   std::uint64_t recorded_ = 0;
   std::uint64_t dropped_ = 0;
+  std::uint64_t expired_ = 0;  // probes the breaker timed out
   std::uint64_t rejected_ = 0;
 };
 

@@ -155,7 +155,10 @@ class DeliveryQueue {
       if (closed_ && !done_started_) {
         // Observer calls still running elsewhere run `on_done` when the
         // last of them leaves (see `Callout`).
-        if (callouts_ > CalloutScope::Depth(this)) break;
+        if (callouts_ > CalloutScope::Depth(this)) {
+          done_waiting_ = true;
+          break;
+        }
         RunDoneLocked();
         continue;
       }
@@ -188,7 +191,7 @@ class DeliveryQueue {
     cv_.SignalAll();
     // The end was held back for this call: run it now, unless a deliverer
     // is busy (it will).
-    if (callback_mode_ && callouts_ == CalloutScope::Depth(this) && closed_ &&
+    if (done_waiting_ && callouts_ == CalloutScope::Depth(this) &&
         !done_started_ && !detached_ && items_.empty() && !delivering_) {
       delivering_ = true;
       deliverer_ = std::this_thread::get_id();
@@ -284,6 +287,9 @@ class DeliveryQueue {
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status final_ ABSL_GUARDED_BY(mu_);
   bool done_started_ ABSL_GUARDED_BY(mu_) = false;
+  // A deliverer found the end due but observer calls running: the last of
+  // them runs `on_done`.
+  bool done_waiting_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   bool detached_ ABSL_GUARDED_BY(mu_) = false;
   bool delivering_ ABSL_GUARDED_BY(mu_) = false;

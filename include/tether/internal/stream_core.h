@@ -199,7 +199,7 @@ class StreamCore final
   // What a locked section decided: observer calls (`user`, run through the
   // delivery queue's gate, first) and everything else (`internal`).
   struct Work {
-    Deferred user;
+    std::vector<std::function<void()>> user;
     Deferred internal;
   };
 
@@ -271,7 +271,7 @@ class StreamCore final
   template <class F>
   void Notify(Work& w, F&& f) {
     if (!observer_) return;
-    w.user.Add(
+    w.user.push_back(
         [obs = observer_, f = std::forward<F>(f)]() mutable { f(*obs); });
   }
 
@@ -279,10 +279,10 @@ class StreamCore final
   // attempt's start is reported before anything it delivers), then the
   // rest, then delivery.
   void Flush(Work& w) {
-    if (!w.user.empty()) {
-      queue_.Callout([&w] { w.user.Run(); });
-      w.user.Clear();  // refused: the stream has ended for the app
-    }
+    // One gate check per call: an observer call may destroy the stream,
+    // and nothing runs after that.
+    for (const std::function<void()>& call : w.user) queue_.Callout(call);
+    w.user.clear();
     w.internal.Run();
     queue_.Drain();
   }

@@ -169,7 +169,8 @@ class FaultProxy {
   int Heal(const Select& which);
   // Closes both sockets with a RST (SO_LINGER 0); both peers see ECONNRESET.
   int Reset(const Select& which);
-  // Closes both sockets with a FIN, dropping what is buffered.
+  // Closes both sockets with a FIN, dropping what is buffered (the kernel
+  // sends a RST instead if bytes were waiting unread on a socket).
   int Close(const Select& which);
   // Sends a FIN to `toward` (shutdown(SHUT_WR)) and stops forwarding to it;
   // what its peer sends later is dropped. The other direction carries on.

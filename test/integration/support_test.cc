@@ -2,11 +2,6 @@
 //
 // Tests of the integration-test support code (TestServer, FaultProxy) against
 // real sockets on 127.0.0.1. Waits are on events with generous deadlines.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <chrono>
 #include <cstdint>
 #include <cstring>

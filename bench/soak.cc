@@ -48,7 +48,7 @@
 // 1 otherwise; 2 for bad flags or setup failures.
 //
 // --short is the CI size (ctest "soak.short", label soak): 64 streams, two
-// rounds of each kind in kShortFaults, a 2 s outage; about 30 s.
+// rounds of each kind in kShortFaults, a 2 s outage; about 15 s.
 #include <malloc.h>
 #include <unistd.h>
 

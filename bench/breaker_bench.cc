@@ -1,7 +1,7 @@
 // Copyright 2026 The tether Authors. Licensed under the Apache License 2.0.
 //
 // breaker_bench: what the circuit breaker does for many streams on a real
-// two-replica service (gRPC servers on 127.0.0.1, each behind a TcpProxy that
+// two-replica service (gRPC servers on 127.0.0.1, each behind a FaultProxy that
 // plays its Kubernetes Service, an address-list ConnectionPool over the two
 // proxies, one shared CircuitBreaker). Prints:
 //
@@ -38,7 +38,7 @@
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
 #include "seqstream.grpc.pb.h"
-#include "test/support/tcp_proxy.h"
+#include "support/fault_proxy.h"
 #include "test/support/test_server.h"
 #include "tether/circuit_breaker.h"
 #include "tether/connection_pool.h"
@@ -47,7 +47,7 @@
 namespace {
 
 using tether::BreakerState;
-using tether::testsupport::TcpProxy;
+using tether::support::FaultProxy;
 using tether::testsupport::TestServer;
 using tether::testsupport::TestServerOptions;
 using Event = tether::test::Event;
@@ -191,7 +191,7 @@ struct Fleet {
 
 // One replica: a proxy (its Service address) and two pods that take turns.
 struct Replica {
-  TcpProxy proxy;
+  FaultProxy proxy;
   std::unique_ptr<TestServer> pods[2];
   int current = 0;
 };

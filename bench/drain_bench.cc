@@ -3,7 +3,7 @@
 // drain_bench: how fast tether streams leave a server that is going away.
 //
 // --streams tether streams share one ConnectionPool aimed at a loopback
-// Service-like proxy (TcpProxy: each new connection goes to the current
+// Service-like proxy (FaultProxy: each new connection goes to the current
 // backend). Each rollout starts a new TestServer replica, routes new
 // connections to it, and takes the old one away:
 //   graceful   Shutdown(5 s): GOAWAY at once, streams cut at +5 s;
@@ -46,8 +46,8 @@
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
 #include "seqstream.grpc.pb.h"
+#include "support/fault_proxy.h"
 #include "test/support/one_shot.h"
-#include "test/support/tcp_proxy.h"
 #include "test/support/test_server.h"
 #include "tether/connection_pool.h"
 #include "tether/observer.h"
@@ -55,8 +55,8 @@
 
 namespace {
 
+using tether::support::FaultProxy;
 using tether::testsupport::OneShot;
-using tether::testsupport::TcpProxy;
 using tether::testsupport::TestServer;
 using tether::testsupport::TestServerOptions;
 using SeqStream =
@@ -281,7 +281,7 @@ std::unique_ptr<TestServer> NewReplica(int gen, const Flags& f) {
 // Returns true when every floor holds.
 bool RunScenario(const Flags& f, bool cancel_first) {
   const char* name = cancel_first ? "cancel1st" : "graceful";
-  TcpProxy proxy;
+  FaultProxy proxy;
   if (!proxy.Start().ok()) std::exit(1);
   int gen = 0;
   std::unique_ptr<TestServer> current = NewReplica(gen, f);

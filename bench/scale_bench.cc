@@ -46,8 +46,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "examples/common/ledger_replica.h"
-#include "examples/common/service_proxy.h"
 #include "ledger/ledger.grpc.pb.h"
+#include "support/fault_proxy.h"
 #include "tether/connection_pool.h"
 #include "tether/observer.h"
 #include "tether/reconnecting_stream.h"
@@ -208,7 +208,7 @@ int main(int argc, char** argv) {
   }
   RaiseFdLimit();
 
-  ex::ServiceProxy proxy;
+  tether::support::FaultProxy proxy;
   if (!proxy.Start().ok()) return 1;
   auto make = [&](const char* name) {
     ex::LedgerReplicaOptions o;
@@ -224,7 +224,7 @@ int main(int argc, char** argv) {
     return r;
   };
   auto a = make("a");
-  if (!proxy.AddEndpoint(a->address()).ok()) return 1;
+  if (!proxy.AddBackend(a->address()).ok()) return 1;
 
   auto pool_log = std::make_shared<PoolLog>();
   tether::ConnectionPoolOptions po;
@@ -315,8 +315,8 @@ int main(int argc, char** argv) {
 
   // One GOAWAY for all: b takes new connections, a shuts down.
   auto b = make("b");
-  if (!proxy.AddEndpoint(b->address()).ok()) return 1;
-  proxy.RemoveEndpoint(a->address());
+  if (!proxy.AddBackend(b->address()).ok()) return 1;
+  proxy.RemoveBackend(a->address());
   const std::size_t attempts_before = log->total();
   const std::int64_t t_goaway = NowNs();
   std::thread stopper([&] { a->Stop(ex::ShutdownMode::kGraceful); });

@@ -72,6 +72,8 @@ class LedgerReplica::Impl final : public lv1::Ledger::CallbackService {
 
   absl::Status Start();
   void Stop(ShutdownMode mode);
+  void SetServing(bool serving);
+  void SetShedding(bool on);
   void TickLoop();
   // Ends every open stream with `status` (after its write in flight).
   void EndAll(const grpc::Status& status);
@@ -85,6 +87,7 @@ class LedgerReplica::Impl final : public lv1::Ledger::CallbackService {
   mutable absl::Mutex mu_;
   std::set<WatchReactor*> reactors_ ABSL_GUARDED_BY(mu_);
   bool fail_new_ ABSL_GUARDED_BY(mu_) = false;
+  bool shed_ ABSL_GUARDED_BY(mu_) = false;
   bool running_ ABSL_GUARDED_BY(mu_) = false;
   bool stop_ticker_ ABSL_GUARDED_BY(mu_) = false;
   std::int64_t started_ ABSL_GUARDED_BY(mu_) = 0;
@@ -194,6 +197,9 @@ grpc::ServerWriteReactor<lv1::AccountEvent>* LedgerReplica::Impl::WatchAccount(
     if (fail_new_) {
       finish = r->RequestFinishLocked(grpc::Status(
           grpc::StatusCode::UNAVAILABLE, "server is shutting down"));
+    } else if (shed_) {
+      finish = r->RequestFinishLocked(
+          grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "load shed"));
     }
   }
   if (finish) r->DoFinish();
@@ -319,6 +325,25 @@ void LedgerReplica::Impl::Stop(ShutdownMode mode) {
   server_.reset();
 }
 
+void LedgerReplica::Impl::SetServing(bool serving) {
+  absl::MutexLock stop_lock(&stop_mu_);
+  {
+    absl::MutexLock lock(&mu_);
+    if (!running_) return;
+  }
+  server_->GetHealthCheckService()->SetServingStatus(serving);
+}
+
+void LedgerReplica::Impl::SetShedding(bool on) {
+  {
+    absl::MutexLock lock(&mu_);
+    shed_ = on;
+  }
+  if (on) {
+    EndAll(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "load shed"));
+  }
+}
+
 LedgerReplica::LedgerReplica(LedgerReplicaOptions options)
     : impl_(std::make_unique<Impl>(std::move(options))) {}
 
@@ -328,6 +353,8 @@ absl::Status LedgerReplica::Start() { return impl_->Start(); }
 std::string LedgerReplica::address() const { return impl_->address_; }
 const std::string& LedgerReplica::name() const { return impl_->options_.name; }
 void LedgerReplica::Stop(ShutdownMode mode) { impl_->Stop(mode); }
+void LedgerReplica::SetServing(bool serving) { impl_->SetServing(serving); }
+void LedgerReplica::SetShedding(bool on) { impl_->SetShedding(on); }
 
 std::int64_t LedgerReplica::watches_started() const {
   absl::MutexLock lock(&impl_->mu_);

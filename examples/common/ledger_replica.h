@@ -87,6 +87,15 @@ class LedgerReplica {
   // kAbrupt here means "stop now": an immediate shutdown deadline.
   void Stop(ShutdownMode mode);
 
+  // Sets the grpc.health.v1 status (service "") without stopping: a health-
+  // checking client treats NOT_SERVING as "drain this connection". SERVING
+  // after `Start`. No-op when not running.
+  void SetServing(bool serving);
+  // Load shedding: while on, every new watch ends at once with
+  // RESOURCE_EXHAUSTED "load shed" before its first event; turning it on also
+  // ends every open watch that way. Off after `Start`.
+  void SetShedding(bool on);
+
   // Streams opened, and streams that ended before their first event.
   std::int64_t watches_started() const;
   std::int64_t watches_failed_before_first() const;

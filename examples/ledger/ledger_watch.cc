@@ -3,12 +3,15 @@
 // ledger_watch: watches N ledger accounts for a while and checks every event.
 //
 //   ledger_watch --target=127.0.0.1:5000 --accounts=8 --duration=10
-//       [--mode=tether|naive] [--give-up-after=120]
+//       [--mode=tether|naive] [--give-up-after=120] [--stall-timeout-ms=0]
 //
 // tether: one ReconnectingStream per account over one ConnectionPool (health
 // checked), resuming after the last seq. naive: the usual hand-written loop
 // (blocking stub, one channel): reopen at once after an end; a watch that
 // ends before its first message means "the ledger is down" and ends.
+// --stall-timeout-ms (tether only): an attempt that delivers nothing for this
+// long is abandoned and the watch reopens elsewhere (a black-holed connection
+// never ends by itself); 0, the default, leaves it off.
 //
 // Its last line is one JSON object: streams, events, duplicates, gaps, lost,
 // bad_events, errors, reopens, dead_attempts, migrations, max_stall_ms.
@@ -36,6 +39,9 @@ ABSL_FLAG(std::string, mode, "tether", "tether | naive");
 ABSL_FLAG(double, give_up_after, 120,
           "tether: end a watch after this many seconds without progress "
           "(> 0); naive: unused (it ends at the first empty reopen)");
+ABSL_FLAG(int, stall_timeout_ms, 0,
+          "tether: reopen an attempt that delivered nothing for this many ms "
+          "(>= 0; 0 = off, the default); naive: unused");
 
 namespace ex = ::tether::examples;
 
@@ -48,11 +54,13 @@ int main(int argc, char** argv) {
   const double duration = absl::GetFlag(FLAGS_duration);
   const std::string mode = absl::GetFlag(FLAGS_mode);
   const double give_up = absl::GetFlag(FLAGS_give_up_after);
+  const int stall_timeout_ms = absl::GetFlag(FLAGS_stall_timeout_ms);
   if (accounts < 1 || !(duration > 0) || !(give_up > 0) ||
-      (mode != "tether" && mode != "naive")) {
+      stall_timeout_ms < 0 || (mode != "tether" && mode != "naive")) {
     std::fprintf(stderr,
                  "ledger_watch: need --accounts >= 1, --duration > 0, "
-                 "--give-up-after > 0, --mode=tether|naive\n");
+                 "--give-up-after > 0, --stall-timeout-ms >= 0, "
+                 "--mode=tether|naive\n");
     return 2;
   }
 
@@ -78,6 +86,20 @@ int main(int argc, char** argv) {
     pool = *std::move(p);
     tether::ReconnectingStreamOptions so;
     so.max_time_without_progress = absl::Seconds(give_up);
+    if (stall_timeout_ms > 0) {
+      // TODO(lead): stall_timeout. ReconnectingStreamOptions::stall_timeout
+      // is being added on the stream-core branch; define
+      // TETHER_HAS_STALL_TIMEOUT (or drop this guard) when it is merged.
+#ifdef TETHER_HAS_STALL_TIMEOUT
+      so.stall_timeout = absl::Milliseconds(stall_timeout_ms);
+#else
+      std::fprintf(stderr,
+                   "ledger_watch: --stall-timeout-ms needs "
+                   "ReconnectingStreamOptions::stall_timeout (not in this "
+                   "build)\n");
+      return 2;
+#endif
+    }
     for (auto& r : recorders) {
       auto w = ex::TetherWatch::Start(pool, r, so);
       if (!w.ok()) {

@@ -27,7 +27,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "examples/common/flag_names.h"
-#include "examples/common/service_proxy.h"
+#include "support/fault_proxy.h"
 
 ABSL_FLAG(std::string, server, "", "path of ledger_server");
 ABSL_FLAG(std::string, watch, "", "path of ledger_watch");
@@ -164,7 +164,7 @@ int main(int argc, char** argv) {
   }
   signal(SIGPIPE, SIG_IGN);
 
-  tether::examples::ServiceProxy proxy;
+  tether::support::FaultProxy proxy;
   if (!proxy.Start().ok()) Fail("proxy did not start");
 
   int generation = 0;
@@ -174,7 +174,7 @@ int main(int argc, char** argv) {
                      absl::StrCat("--tick-ms=", tick_ms), "--shutdown=" + mode,
                      absl::StrCat("--drain-ms=", drain_ms)});
     std::string addr = WaitReady(c);
-    if (!proxy.AddEndpoint(addr).ok()) Fail("bad address " + addr);
+    if (!proxy.AddBackend(addr).ok()) Fail("bad address " + addr);
     std::printf("replica %s up at %s (pid %d)\n", name.c_str(), addr.c_str(),
                 static_cast<int>(c.pid));
     return std::make_pair(c, addr);
@@ -200,7 +200,7 @@ int main(int argc, char** argv) {
   absl::SleepFor(absl::Seconds(2));  // let the watches run a while first
   for (int i = 0; i < replicas; ++i) {
     auto fresh = start_replica(i);
-    proxy.RemoveEndpoint(live[i].second);
+    proxy.RemoveBackend(live[i].second);
     std::printf("SIGTERM %s (%s)\n", live[i].second.c_str(), mode.c_str());
     std::fflush(stdout);
     kill(live[i].first.pid, SIGTERM);

@@ -40,9 +40,9 @@
 #include "examples/common/flag_names.h"
 #include "examples/common/ledger_replica.h"
 #include "examples/common/ledger_watchers.h"
-#include "examples/common/service_proxy.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
+#include "support/fault_proxy.h"
 #include "tether/backoff.h"
 #include "tether/circuit_breaker.h"
 #include "tether/connection_pool.h"
@@ -286,7 +286,7 @@ int main(int argc, char** argv) {
   std::atomic<int> phase{kWarmup};
   std::vector<Marker> markers;
 
-  ex::ServiceProxy proxy;
+  tether::support::FaultProxy proxy;
   if (!proxy.Start().ok()) {
     std::fprintf(stderr, "rollout_demo: proxy did not start\n");
     return 1;
@@ -303,7 +303,7 @@ int main(int argc, char** argv) {
     o.drain = drain;
     auto r = std::make_unique<ex::LedgerReplica>(o);
     absl::Status s = r->Start();
-    if (s.ok()) s = proxy.AddEndpoint(r->address());
+    if (s.ok()) s = proxy.AddBackend(r->address());
     if (!s.ok()) {
       std::fprintf(stderr, "rollout_demo: replica: %s\n", s.ToString().c_str());
       return nullptr;
@@ -313,10 +313,11 @@ int main(int argc, char** argv) {
   // Takes a replica out of the Service and stops it in `mode`.
   auto stop_replica = [&](std::unique_ptr<ex::LedgerReplica> old,
                           ex::ShutdownMode mode, int ph) {
-    proxy.RemoveEndpoint(old->address());
+    proxy.RemoveBackend(old->address());
     markers.push_back(Marker{now_ms(), ph, old->name(),
                              absl::StrCat(kPhaseNames[ph], " ", old->name())});
-    if (mode == ex::ShutdownMode::kAbrupt) proxy.Cut(old->address());
+    if (mode == ex::ShutdownMode::kAbrupt)
+      proxy.Reset(tether::support::Select::Backend(old->address()));
     old->Stop(mode);
   };
   for (int i = 0; i < 3; ++i) {
@@ -410,8 +411,8 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
   markers.push_back(Marker{now_ms(), kOutage, "*", "outage: all down"});
   for (auto& r : slots) {
-    proxy.RemoveEndpoint(r->address());
-    proxy.Cut(r->address());
+    proxy.RemoveBackend(r->address());
+    proxy.Reset(tether::support::Select::Backend(r->address()));
   }
   for (auto& r : slots) {
     r->Stop(ex::ShutdownMode::kAbrupt);

@@ -1,6 +1,6 @@
 // Copyright 2026 The tether Authors. Licensed under the Apache License 2.0.
 // The circuit breaker against real gRPC servers on 127.0.0.1: a two-replica
-// service (each replica a TcpProxy in front of its pods) behind an
+// service (each replica a FaultProxy in front of its pods) behind an
 // address-list ConnectionPool. A rollout must leave the
 // breaker closed; all replicas down must open it and end every stream within
 // its give-up bound; replicas back must close it again. Every wait is on an
@@ -22,8 +22,8 @@
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "support/fault_proxy.h"
 #include "test/integration/stream_test_util.h"
-#include "test/support/tcp_proxy.h"
 #include "test/support/test_server.h"
 #include "tether/circuit_breaker.h"
 #include "tether/connection_pool.h"
@@ -34,6 +34,7 @@ namespace {
 
 using ::testing::Contains;
 using ::testing::HasSubstr;
+using ::tether::support::FaultProxy;
 using Transition = std::pair<BreakerState, BreakerState>;
 
 constexpr absl::Duration kWait = absl::Seconds(30);
@@ -129,11 +130,11 @@ struct Tracked {
 
 class BreakerIntegrationTest : public ::testing::Test {
  protected:
-  // Each replica is a TcpProxy (its Service address, which the pool dials)
+  // Each replica is a FaultProxy (its Service address, which the pool dials)
   // in front of two pods that take turns: a rollout starts the new pod,
   // points the proxy at it and drains the old one with a GOAWAY.
   struct Replica {
-    TcpProxy proxy;
+    FaultProxy proxy;
     std::unique_ptr<TestServer> pods[2];
     int current = 0;
     TestServer& pod() { return *pods[current]; }

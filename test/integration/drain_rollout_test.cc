@@ -27,9 +27,9 @@
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "support/fault_proxy.h"
 #include "test/integration/stream_test_util.h"
 #include "test/support/one_shot.h"
-#include "test/support/tcp_proxy.h"
 #include "test/support/test_server.h"
 #include "tether/connection_pool.h"
 #include "tether/observer.h"
@@ -40,6 +40,7 @@ namespace testsupport {
 namespace {
 
 using ::testing::HasSubstr;
+using ::tether::support::FaultProxy;
 
 // How long any single event may take before the test gives up. Generous:
 // the events themselves take milliseconds.
@@ -353,7 +354,7 @@ class DrainRollout : public ::testing::Test {
 
   // Declared in teardown order: streams, then pool, proxy and servers.
   std::unique_ptr<TestServer> a_, b_;
-  TcpProxy proxy_;
+  FaultProxy proxy_;
   std::shared_ptr<ConnectionPool> pool_;
   std::unique_ptr<Streams> streams_;
 
@@ -368,7 +369,7 @@ TEST_F(DrainRollout, GracefulShutdownMovesEveryStreamToTheNewBackendAtOnce) {
   ASSERT_FALSE(HasFatalFailure());
   TestServer* a = a_.get();
   TestServer* b = b_.get();
-  TcpProxy& proxy = proxy_;
+  FaultProxy& proxy = proxy_;
   Streams& s = *streams_;
   ConnLog* conns = this->conns();
   const std::int64_t watches_on_a = a->stats().watches_started;
@@ -422,7 +423,7 @@ TEST_F(DrainRollout, CancelBeforeGoawayReachesTheOldServerAtMostOncePerStream) {
   ASSERT_FALSE(HasFatalFailure());
   TestServer* a = a_.get();
   TestServer* b = b_.get();
-  TcpProxy& proxy = proxy_;
+  FaultProxy& proxy = proxy_;
   Streams& s = *streams_;
   ConnLog* conns = this->conns();
   const std::int64_t watches_before = a->stats().watches_started;
@@ -458,7 +459,7 @@ TEST_F(DrainRollout, NotServingMovesStreamsWhileTheOldServerStillRuns) {
   ASSERT_FALSE(HasFatalFailure());
   TestServer* a = a_.get();
   TestServer* b = b_.get();
-  TcpProxy& proxy = proxy_;
+  FaultProxy& proxy = proxy_;
   Streams& s = *streams_;
   ConnLog* conns = this->conns();
   const std::int64_t watches_on_a = a->stats().watches_started;

@@ -1,12 +1,7 @@
 // Copyright 2026 The tether Authors. Licensed under the Apache License 2.0.
 //
-// Tests of the integration-test support code (TestServer, TcpProxy) against
+// Tests of the integration-test support code (TestServer, FaultProxy) against
 // real sockets on 127.0.0.1. Waits are on events with generous deadlines.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <chrono>
 #include <cstdint>
 #include <cstring>
@@ -24,7 +19,7 @@
 #include "gtest/gtest.h"
 #include "seqstream.grpc.pb.h"
 #include "seqstream.pb.h"
-#include "test/support/tcp_proxy.h"
+#include "support/fault_proxy.h"
 #include "test/support/test_server.h"
 
 namespace tether {
@@ -371,15 +366,15 @@ TEST(TestServerTest, HealthServiceFollowsSetServing) {
   EXPECT_EQ(HealthCheck(channel), 1);
 }
 
-TEST(TcpProxyTest, RoutesNewConnectionsToCurrentBackendOnly) {
+TEST(FaultProxyGrpcTest, RoutesNewConnectionsToCurrentBackendOnly) {
   TestServer a(Named("a", absl::Milliseconds(2)));
   TestServer b(Named("b", absl::Milliseconds(2)));
   ASSERT_TRUE(a.Start().ok());
   ASSERT_TRUE(b.Start().ok());
-  TcpProxy proxy;
+  support::FaultProxy proxy;
   ASSERT_TRUE(proxy.Start().ok());
   ASSERT_TRUE(proxy.SetBackend(a.address()).ok());
-  EXPECT_EQ(proxy.backend(), a.address());
+  EXPECT_THAT(proxy.backends(), ElementsAre(a.address()));
 
   auto stub1 = SeqStream::NewStub(NewChannel(proxy.address()));
   Watch w1(stub1.get(), 0);
@@ -410,7 +405,7 @@ TEST(TcpProxyTest, RoutesNewConnectionsToCurrentBackendOnly) {
   EXPECT_EQ(a.stats().watches_started, 1);
   EXPECT_EQ(b.stats().watches_started, 1);
 
-  proxy.CloseAll();
+  EXPECT_EQ(proxy.Close(support::Select::All()), 2);
   EXPECT_EQ(w1.Drain().error_code(), grpc::StatusCode::UNAVAILABLE);
   EXPECT_EQ(w2.Drain().error_code(), grpc::StatusCode::UNAVAILABLE);
   EXPECT_TRUE(proxy.WaitForLiveConnectionsTo(a.address(), 0, kWait));
@@ -418,117 +413,6 @@ TEST(TcpProxyTest, RoutesNewConnectionsToCurrentBackendOnly) {
   EXPECT_TRUE(a.WaitForOpenStreams(0, kWait));
   EXPECT_TRUE(b.WaitForOpenStreams(0, kWait));
   proxy.Stop();
-}
-
-// A raw client socket connected to 127.0.0.1:port, or -1.
-int ConnectTo(int port) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr;
-  std::memset(&addr, 0, sizeof(addr));
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<std::uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    close(fd);
-    return -1;
-  }
-  timeval tv{10, 0};  // Reads never hang the test.
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  return fd;
-}
-
-// A listening socket on 127.0.0.1 (port picked); returns fd, sets *port.
-int ListenOn(int* port) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr;
-  std::memset(&addr, 0, sizeof(addr));
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      listen(fd, 8) != 0) {
-    close(fd);
-    return -1;
-  }
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  *port = ntohs(addr.sin_port);
-  return fd;
-}
-
-TEST(TcpProxyTest, ClosesClientWhenBackendRefusesOrIsUnset) {
-  TcpProxy proxy;
-  ASSERT_TRUE(proxy.Start().ok());
-  // No backend yet.
-  int c = ConnectTo(proxy.port());
-  ASSERT_GE(c, 0);
-  char byte;
-  EXPECT_EQ(read(c, &byte, 1), 0);
-  close(c);
-
-  // A backend port nobody listens on.
-  int port = 0;
-  int l = ListenOn(&port);
-  ASSERT_GE(l, 0);
-  close(l);
-  ASSERT_TRUE(proxy.SetBackend(absl::StrCat("127.0.0.1:", port)).ok());
-  c = ConnectTo(proxy.port());
-  ASSERT_GE(c, 0);
-  EXPECT_EQ(read(c, &byte, 1), 0);
-  close(c);
-  EXPECT_TRUE(proxy.WaitForAccepted(2, kWait));
-  EXPECT_EQ(proxy.live_connections(), 0);
-
-  EXPECT_EQ(proxy.SetBackend("nonsense").code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(proxy.SetBackend("127.0.0.1:0").code(),
-            absl::StatusCode::kInvalidArgument);
-}
-
-TEST(TcpProxyTest, CopiesBytesBothWaysAndPassesHalfClose) {
-  int backend_port = 0;
-  int listener = ListenOn(&backend_port);
-  ASSERT_GE(listener, 0);
-  TcpProxy proxy;
-  ASSERT_TRUE(proxy.Start().ok());
-  ASSERT_TRUE(proxy.SetBackend(absl::StrCat("localhost:", backend_port)).ok());
-
-  int client = ConnectTo(proxy.port());
-  ASSERT_GE(client, 0);
-  int server = accept(listener, nullptr, nullptr);
-  ASSERT_GE(server, 0);
-  timeval tv{10, 0};
-  setsockopt(server, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-
-  ASSERT_EQ(write(client, "ping", 4), 4);
-  char buf[16];
-  std::string got;
-  while (got.size() < 4) {
-    ssize_t n = read(server, buf, sizeof(buf));
-    ASSERT_GT(n, 0);
-    got.append(buf, static_cast<std::size_t>(n));
-  }
-  EXPECT_EQ(got, "ping");
-
-  // Client half-closes: the server sees EOF but can still answer.
-  ASSERT_EQ(shutdown(client, SHUT_WR), 0);
-  EXPECT_EQ(read(server, buf, sizeof(buf)), 0);
-  ASSERT_EQ(write(server, "pong", 4), 4);
-  got.clear();
-  while (got.size() < 4) {
-    ssize_t n = read(client, buf, sizeof(buf));
-    ASSERT_GT(n, 0);
-    got.append(buf, static_cast<std::size_t>(n));
-  }
-  EXPECT_EQ(got, "pong");
-  EXPECT_EQ(proxy.live_connections(), 1);
-  close(server);
-  EXPECT_EQ(read(client, buf, sizeof(buf)), 0);
-  EXPECT_TRUE(proxy.WaitForLiveConnectionsTo(
-      absl::StrCat("localhost:", backend_port), 0, kWait));
-  close(client);
-  close(listener);
-  proxy.Stop();
-  proxy.Stop();  // Idempotent.
 }
 
 }  // namespace

@@ -126,13 +126,9 @@ const char* const kKindNames[] = {"graceful", "cancel_first", "abrupt",
                                   "health",   "blackhole",    "outage",
                                   "shed",     "warmup"};
 
-// The kinds --short runs. blackhole needs the stream core's stall timeout
-// (ReconnectingStreamOptions::stall_timeout) and the pool not handing the
-// silent connection out again.
-// TODO(lead): add kBlackHole here once stall_timeout (stream core) and the
-// pool's outage probing are merged, and check `soak --short` still passes.
-const Kind kShortFaults[] = {kGraceful, kCancelFirst, kAbrupt,
-                             kHealth,   kOutage,      kShed};
+// The kinds --short runs: all of them.
+const Kind kShortFaults[] = {kGraceful, kCancelFirst, kAbrupt, kHealth,
+                             kBlackHole, kOutage,     kShed};
 
 // --- Measuring ---------------------------------------------------------------
 
@@ -431,12 +427,7 @@ int main(int argc, char** argv) {
         "--stall_timeout_ms >= 0, --outage_ms >= 0, --recover_s > 0\n");
     return 2;
   }
-  const bool have_stall_timeout =
-#ifdef TETHER_HAS_STALL_TIMEOUT
-      stall_timeout_ms > 0;
-#else
-      false;
-#endif
+  const bool have_stall_timeout = stall_timeout_ms > 0;
 
   // The order of the rounds: a cycle over `faults`, shuffled per cycle.
   std::mt19937_64 rng(absl::GetFlag(FLAGS_seed));
@@ -484,13 +475,9 @@ int main(int argc, char** argv) {
   backoff.max_delay = absl::Seconds(1);
   so.backoff = tether::ExponentialBackoff::Create(backoff).value();
   so.max_attempts_without_progress = 1000;
-  // TODO(lead): stall_timeout. Define TETHER_HAS_STALL_TIMEOUT (or drop the
-  // guard) when ReconnectingStreamOptions::stall_timeout is merged.
-#ifdef TETHER_HAS_STALL_TIMEOUT
   if (have_stall_timeout) {
     so.stall_timeout = absl::Milliseconds(stall_timeout_ms);
   }
-#endif
 
   std::atomic<int> kind{kWarmup};
   std::atomic<bool> closing{false};

@@ -87,18 +87,7 @@ int main(int argc, char** argv) {
     tether::ReconnectingStreamOptions so;
     so.max_time_without_progress = absl::Seconds(give_up);
     if (stall_timeout_ms > 0) {
-      // TODO(lead): stall_timeout. ReconnectingStreamOptions::stall_timeout
-      // is being added on the stream-core branch; define
-      // TETHER_HAS_STALL_TIMEOUT (or drop this guard) when it is merged.
-#ifdef TETHER_HAS_STALL_TIMEOUT
       so.stall_timeout = absl::Milliseconds(stall_timeout_ms);
-#else
-      std::fprintf(stderr,
-                   "ledger_watch: --stall-timeout-ms needs "
-                   "ReconnectingStreamOptions::stall_timeout (not in this "
-                   "build)\n");
-      return 2;
-#endif
     }
     for (auto& r : recorders) {
       auto w = ex::TetherWatch::Start(pool, r, so);

@@ -271,8 +271,9 @@ class Harness {
     if (c.state == BreakerState::kHalfOpen) {
       int probes = 0;
       for (auto& h : held_) {
+        // An expired probe's permit was given back: it no longer counts.
         if (h.generation == generation_ && h.permit.valid() &&
-            h.permit.is_probe())
+            h.permit.is_probe() && !h.expired)
           ++probes;
       }
       if (probes > options_.half_open_permits) {

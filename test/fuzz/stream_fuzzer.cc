@@ -172,6 +172,7 @@ class Harness {
     Trace(absl::StrCat("    attempt ", info.attempt, " on connection ",
                        info.connection_id, " reason ",
                        AttemptReasonName(info.reason)));
+    started_at_[info.attempt] = clock_->Now();
     if (info.reason == AttemptReason::kReopen) ++reopens_since_progress_;
     if (info.reason == AttemptReason::kMigration) {
       ++migrations_since_progress_;
@@ -194,6 +195,22 @@ class Harness {
                         drains_since_progress_, " drain notices; budget ",
                         options_.max_attempts_without_progress));
     }
+  }
+
+  // An attempt that stayed open `attempt_settle_time` (every fake connection
+  // is connected) was healthy: the stream's failing period ended then, so
+  // the budget starts over (a quiet stream is not a failing one).
+  void OnAttemptEnded(const AttemptInfo& info) {
+    OnObserverEvent("OnAttemptEnded");
+    auto it = started_at_.find(info.attempt);
+    if (it == started_at_.end()) return;
+    if (options_.stall_timeout == absl::ZeroDuration() &&
+        clock_->Now() - it->second >= options_.attempt_settle_time) {
+      reopens_since_progress_ = 0;
+      migrations_since_progress_ = 0;
+      drains_since_progress_ = 0;
+    }
+    started_at_.erase(it);
   }
 
   void OnConnectionDrainingSeen() {
@@ -239,6 +256,13 @@ class Harness {
     options_.migration_handoff_timeout =
         (jitters & 4) ? absl::Milliseconds(100) : absl::Seconds(2);
     options_.max_buffered_messages = 1 + in_.Byte() % 4;
+    // Unannounced faults: stall detection and a short open deadline.
+    options_.stall_timeout =
+        (flags & 128) ? absl::Seconds(1) : absl::ZeroDuration();
+    options_.attempt_open_timeout =
+        (jitters & 8) ? absl::Seconds(2) : absl::Seconds(10);
+    options_.recovery_jitter =
+        (jitters & 16) ? absl::ZeroDuration() : absl::Milliseconds(50);
     options_.observer = std::make_shared<Observer>(this);
     Trace(absl::StrCat("setup: flags ", flags, " budget ",
                        options_.max_attempts_without_progress, " time ",
@@ -366,12 +390,25 @@ class Harness {
         source_->Drain(id, (in_.Byte() & 1) ? "GOAWAY" : "health NOT_SERVING");
         return;
       }
-      case 5:  // the next pick fails
-        Trace("step: the next pick fails");
-        source_->FailNextPick((in_.Byte() & 1)
-                                  ? testing::ConnectFailure()
-                                  : absl::UnavailableError("fuzz: no pick"));
+      case 5: {  // the source: a pick fails, a connection (dis)connects,
+                 // or the dependency recovers
+        const std::uint8_t b = in_.Byte();
+        if (b < 128) {
+          Trace("step: the next pick fails");
+          source_->FailNextPick((b & 1) ? testing::ConnectFailure()
+                                        : absl::UnavailableError("fuzz: no pick"));
+        } else if (b < 224) {
+          const std::uint64_t id = 1 + b % 4;
+          const bool connected = (b & 4) != 0;
+          Trace(absl::StrCat("step: connection ", id,
+                             connected ? " connects" : " is not connected"));
+          source_->SetConnected(id, connected);
+        } else {
+          Trace("step: the dependency recovers");
+          source_->Recover();
+        }
         return;
+      }
       case 6: {  // one pending cancel completes
         std::vector<std::shared_ptr<Transport::FakeAttempt>> pending;
         for (auto& a : LiveAttempts()) {
@@ -581,6 +618,7 @@ class Harness {
   int reopens_since_progress_ = 0;
   int migrations_since_progress_ = 0;
   int drains_since_progress_ = 0;
+  std::map<std::uint64_t, absl::Time> started_at_;  // live attempts
 };
 
 void Observer::OnAttemptStarted(const AttemptInfo& info) {
@@ -589,9 +627,9 @@ void Observer::OnAttemptStarted(const AttemptInfo& info) {
 void Observer::OnFirstMessage(const AttemptInfo&, absl::Duration) {
   h_->OnObserverEvent("OnFirstMessage");
 }
-void Observer::OnAttemptEnded(const AttemptInfo&, const absl::Status&, EndClass,
-                              bool) {
-  h_->OnObserverEvent("OnAttemptEnded");
+void Observer::OnAttemptEnded(const AttemptInfo& info, const absl::Status&,
+                              EndClass, bool) {
+  h_->OnAttemptEnded(info);
 }
 void Observer::OnDuplicateDropped(std::uint64_t, std::uint64_t) {
   h_->OnObserverEvent("OnDuplicateDropped");

@@ -151,6 +151,12 @@ class PoolCoreTest : public ::testing::Test {
     o.max_connections = max_connections;
     Make(std::move(o));
   }
+  // Connection `id` is READY and stays usable long enough (>= the probe
+  // backoff's max) to count as healthy: losing it is replaced at once.
+  void Serve(std::uint64_t id) {
+    core_->OnLinkState(id, LinkState::kReady);
+    clock_->AdvanceBy(absl::Seconds(1));
+  }
   std::uint64_t MustPick(const std::shared_ptr<Listener>& l) {
     auto pick = core_->Pick(l);
     EXPECT_TRUE(pick.ok()) << pick.status();
@@ -301,7 +307,7 @@ TEST_F(PoolCoreTest, ReadyPreferredOverConnecting) {
 
 TEST_F(PoolCoreTest, DrainingConnectionNeverPickedAndListenersToldOnce) {
   MakeTarget();
-  core_->OnLinkState(1, LinkState::kReady);
+  Serve(1);
   auto a = std::make_shared<Listener>();
   auto b = std::make_shared<Listener>();
   EXPECT_EQ(MustPick(a), 1u);
@@ -316,7 +322,7 @@ TEST_F(PoolCoreTest, DrainingConnectionNeverPickedAndListenersToldOnce) {
 
   // Later changes on the draining connection tell nobody again.
   core_->OnLinkState(1, LinkState::kConnecting);
-  core_->OnLinkState(1, LinkState::kReady);
+  Serve(1);
   core_->OnLinkState(1, LinkState::kTransientFailure);
   EXPECT_THAT(a->calls(), ElementsAre(1u));
   EXPECT_THAT(b->calls(), ElementsAre(1u));
@@ -341,7 +347,7 @@ TEST_F(PoolCoreTest, DrainingConnectionNeverPickedAndListenersToldOnce) {
 
 TEST_F(PoolCoreTest, BurstOfEightMovesSharesOneReplacement) {
   MakeTarget();
-  core_->OnLinkState(1, LinkState::kReady);
+  Serve(1);
   std::vector<std::shared_ptr<Listener>> ls;
   std::mutex mu;
   std::vector<std::uint64_t> moved_to;
@@ -374,7 +380,7 @@ TEST_F(PoolCoreTest, BurstOfEightMovesSharesOneReplacement) {
 
 TEST_F(PoolCoreTest, SuspectNeverPickedAndOthersKeepRunning) {
   MakeTarget();
-  core_->OnLinkState(1, LinkState::kReady);
+  Serve(1);
   auto a = std::make_shared<Listener>();
   auto b = std::make_shared<Listener>();
   EXPECT_EQ(MustPick(a), 1u);
@@ -397,7 +403,7 @@ TEST_F(PoolCoreTest, SuspectNeverPickedAndOthersKeepRunning) {
 
 TEST_F(PoolCoreTest, SuspectThatLeavesReadyBecomesDraining) {
   MakeTarget();
-  core_->OnLinkState(1, LinkState::kReady);
+  Serve(1);
   auto a = std::make_shared<Listener>();
   EXPECT_EQ(MustPick(a), 1u);
   core_->ReportDrainEnd(1, absl::UnavailableError("x"));
@@ -421,7 +427,7 @@ TEST_F(PoolCoreTest, DrainEndOnConnectionNotReadyIsIgnored) {
 
 TEST_F(PoolCoreTest, SuspectWithNoPicksIsRetiredAtOnce) {
   MakeTarget();
-  core_->OnLinkState(1, LinkState::kReady);
+  Serve(1);
   auto a = std::make_shared<Listener>();
   EXPECT_EQ(MustPick(a), 1u);
   core_->Release(1, a);  // the stream released before reporting
@@ -432,13 +438,13 @@ TEST_F(PoolCoreTest, SuspectWithNoPicksIsRetiredAtOnce) {
 
 TEST_F(PoolCoreTest, CapHoldsAndAllDrainingGivesUnavailable) {
   MakeTarget(/*max_connections=*/2);
-  core_->OnLinkState(1, LinkState::kReady);
+  Serve(1);
   auto a = std::make_shared<Listener>();
   auto b = std::make_shared<Listener>();
   EXPECT_EQ(MustPick(a), 1u);
   core_->OnLinkState(1, LinkState::kIdle);  // draining, replacement 2
   EXPECT_EQ(driver_.opened(), 2u);
-  core_->OnLinkState(2, LinkState::kReady);
+  Serve(2);
   EXPECT_EQ(MustPick(b), 2u);
   core_->OnLinkState(2, LinkState::kIdle);  // draining; at the cap
   EXPECT_EQ(driver_.opened(), 2u);
@@ -533,7 +539,7 @@ TEST_F(PoolCoreTest, InfiniteIdleTimeoutKeepsConnections) {
 
 TEST_F(PoolCoreTest, HealthNotServingDrainsLikeGoaway) {
   MakeTarget();
-  core_->OnLinkState(1, LinkState::kReady);
+  Serve(1);
   auto l = std::make_shared<Listener>();
   EXPECT_EQ(MustPick(l), 1u);
   core_->OnLinkHealth(1, true);
@@ -555,6 +561,15 @@ TEST_F(PoolCoreTest, ShutdownNeverReadyConnectionIsReplaced) {
   EXPECT_TRUE(l->calls().empty());
   core_->OnLinkState(1, LinkState::kShutdown);
   EXPECT_THAT(l->calls(), ElementsAre(1u));
+  // It never became usable: its replacement waits for the probe backoff
+  // (50 ms +- 20 %), and picks say so meanwhile.
+  auto early = core_->Pick(l);
+  EXPECT_EQ(early.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(early.status().message()),
+              HasSubstr("probe backoff"));
+  EXPECT_EQ(driver_.opened(), 1u);
+  clock_->AdvanceBy(absl::Milliseconds(60));
+  EXPECT_EQ(driver_.opened(), 2u);  // opened by the probe timer
   EXPECT_EQ(MustPick(l), 2u);
 }
 
@@ -562,7 +577,7 @@ TEST_F(PoolCoreTest, StatsCountEachKind) {
   ConnectionPoolOptions o;
   o.addresses = {"a:1", "b:1", "c:1"};
   Make(std::move(o));
-  for (std::uint64_t id : {1, 2, 3}) core_->OnLinkState(id, LinkState::kReady);
+  for (std::uint64_t id : {1, 2, 3}) Serve(id);
   auto l = std::make_shared<Listener>();
   EXPECT_EQ(MustPick(l), 1u);
   EXPECT_EQ(MustPick(l), 2u);
@@ -759,8 +774,8 @@ TEST_F(PoolCoreTest, ObserverMayCallBackFromEveryCallbackAndDropTheOwner) {
 
   RunBounded([&] {
     core_->Start();  // opened 1, 2
-    core_->OnLinkState(1, LinkState::kReady);
-    core_->OnLinkState(2, LinkState::kReady);
+    Serve(1);
+    Serve(2);
     auto l = std::make_shared<Listener>();
     l->hook_ = [&](std::uint64_t id) {  // a listener calling back too
       EXPECT_GE(core_->Stats().draining, 1u);
@@ -776,7 +791,7 @@ TEST_F(PoolCoreTest, ObserverMayCallBackFromEveryCallbackAndDropTheOwner) {
     // owner from the first of those callbacks. The timer holds the core
     // for the length of its call.
     observer->drop_on_retire_ = &core_;
-    clock_->AdvanceBy(o.idle_timeout);
+    clock_->AdvanceBy(o.idle_timeout + absl::Seconds(1));
   });
 
   EXPECT_EQ(core_, nullptr);

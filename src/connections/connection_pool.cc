@@ -60,11 +60,11 @@ absl::Status Validate(const ConnectionPoolOptions& o) {
   }
   if (o.probe_initial_backoff < absl::Milliseconds(1) ||
       o.probe_initial_backoff > o.probe_max_backoff) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "connection pool probe_initial_backoff must be in [1ms, "
-        "probe_max_backoff (",
-        absl::FormatDuration(o.probe_max_backoff), ")], got ",
-        absl::FormatDuration(o.probe_initial_backoff)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("connection pool probe_initial_backoff must be in [1ms, "
+                     "probe_max_backoff (",
+                     absl::FormatDuration(o.probe_max_backoff), ")], got ",
+                     absl::FormatDuration(o.probe_initial_backoff)));
   }
   if (o.probe_max_backoff > absl::Hours(1)) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -340,8 +340,7 @@ class Harness {
         Listener& l = *listeners_[in_.Byte() % listeners_.size()];
         l.registered = true;
         core_->NotifyWhenAvailable(
-            std::static_pointer_cast<ConnectionSource::DrainListener>(
-                Self(l)));
+            std::static_pointer_cast<ConnectionSource::DrainListener>(Self(l)));
         return;
       }
       case 12: {

@@ -183,9 +183,10 @@ TEST(PoolRecoveryTest, NotServingServerCostsOneConnectPerProbeInterval) {
   const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
   const int connects = proxy.total_accepted() - accepted_before;
   const int opens = observer->opened.get() - opened_before;
-  std::printf("NOT_SERVING for %.2f s: %d connections opened, %d TCP "
-              "connects (%.1f/s)\n",
-              seconds, opens, connects, connects / seconds);
+  std::printf(
+      "NOT_SERVING for %.2f s: %d connections opened, %d TCP "
+      "connects (%.1f/s)\n",
+      seconds, opens, connects, connects / seconds);
   // At most one per probe interval (>= 240 ms once grown), plus the ramp.
   EXPECT_LE(opens, static_cast<int>(seconds / 0.240) + 7);
   EXPECT_LE(connects, opens + 2);
@@ -232,9 +233,9 @@ AttemptResult RunOneAttempt(ConnectionPool& pool,
   pool.Release(pick->connection_id, stream);
   if (!r.status.ok()) {
     ConnectionSource::EndReport report;
-    report.status = absl::Status(
-        static_cast<absl::StatusCode>(r.status.error_code()),
-        r.status.error_message());
+    report.status =
+        absl::Status(static_cast<absl::StatusCode>(r.status.error_code()),
+                     r.status.error_message());
     report.before_first_message = r.messages == 0;
     pool.ReportUnannouncedEnd(pick->connection_id, report);
   }
@@ -279,10 +280,11 @@ TEST(PoolRecoveryTest, LoadSheddingNeverFailsAPickNorMakesASuspect) {
   }
   for (auto& t : threads) t.join();
   ConnectionPoolStats stats = pool->Stats();
-  std::printf("load shedding: %d attempts shed after one message, %d failed "
-              "picks, %d suspects, %llu connections opened\n",
-              shed.load(), failed_picks.load(), observer->suspect.get(),
-              static_cast<unsigned long long>(stats.total_opened));
+  std::printf(
+      "load shedding: %d attempts shed after one message, %d failed "
+      "picks, %d suspects, %llu connections opened\n",
+      shed.load(), failed_picks.load(), observer->suspect.get(),
+      static_cast<unsigned long long>(stats.total_opened));
   EXPECT_EQ(failed_picks.load(), 0);
   EXPECT_EQ(shed.load(), 2 * kAttempts);
   EXPECT_EQ(observer->suspect.get(), 0);

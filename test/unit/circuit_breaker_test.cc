@@ -573,11 +573,11 @@ TEST_F(CircuitBreakerTest, DependencyAvailableLeavesOtherStatesAlone) {
   b->SetDisabled(true);
   b->OnDependencyAvailable();
   EXPECT_EQ(b->state(), kDisabled);
-  EXPECT_THAT(log.Get(),
-              ElementsAre(Pair(kClosed, kOpen), Pair(kOpen, kHalfOpen),
-                          Pair(kHalfOpen, kForcedOpen),
-                          Pair(kForcedOpen, kClosed),
-                          Pair(kClosed, kDisabled)));
+  EXPECT_THAT(
+      log.Get(),
+      ElementsAre(Pair(kClosed, kOpen), Pair(kOpen, kHalfOpen),
+                  Pair(kHalfOpen, kForcedOpen), Pair(kForcedOpen, kClosed),
+                  Pair(kClosed, kDisabled)));
 }
 
 TEST_F(CircuitBreakerTest, ListenerMayCallBackFromDependencyAvailable) {

@@ -330,9 +330,7 @@ TEST(ConnectionPoolOptionsTest, ProbeAndSuspectOutOfRangeAreRejected) {
        },
        "suspect_end_window"},
       {"window above 1h",
-       [](ConnectionPoolOptions& o) {
-         o.suspect_end_window = absl::Hours(2);
-       },
+       [](ConnectionPoolOptions& o) { o.suspect_end_window = absl::Hours(2); },
        "suspect_end_window"},
       {"probation 0",
        [](ConnectionPoolOptions& o) {
@@ -1164,7 +1162,7 @@ TEST_F(PoolCoreTest, AnAddressComingBackTellsWaitersAndSuspectsDoNotCount) {
   core_->NotifyWhenAvailable(w);
   core_->ReportDrainEnd(1, absl::UnavailableError("ended early"));
   EXPECT_EQ(w->available.load(), 1);
-  EXPECT_EQ(driver_.opened(), 3u);  // 3 replaces it in group a
+  EXPECT_EQ(driver_.opened(), 3u);       // 3 replaces it in group a
   clock_->AdvanceBy(absl::Seconds(30));  // probation over: 1 restored
   EXPECT_EQ(w->available.load(), 2);
 }
@@ -1371,8 +1369,8 @@ TEST_F(PoolCoreTest, SheddingOnEveryConnectionNeverFailsAPick) {
       EndAfterDelivery(*core_, on[streams[i]], streams[i]);
       on.erase(streams[i]);
     }
-    suspects_seen = std::max<int>(suspects_seen,
-                                  static_cast<int>(core_->Stats().suspect));
+    suspects_seen =
+        std::max<int>(suspects_seen, static_cast<int>(core_->Stats().suspect));
     clock_->AdvanceBy(absl::Milliseconds(50));
   }
   EXPECT_GT(suspects_seen, 0);  // the test did make suspects

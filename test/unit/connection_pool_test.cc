@@ -790,6 +790,56 @@ TEST_F(PoolCoreTest, ConcurrentPicksAndDrainsKeepInvariants) {
   EXPECT_LE(s.open, 4u);
 }
 
+// The new paths (evidence reports, availability waiters, probe and
+// probation timers) from several threads at once. Run under TSan.
+TEST_F(PoolCoreTest, ConcurrentReportsWaitersAndTimersKeepInvariants) {
+  ConnectionPoolOptions o;
+  o.addresses = {"a:1", "b:1"};
+  o.max_connections = 3;
+  o.health_check = true;
+  o.suspect_probation = absl::Milliseconds(200);
+  Make(std::move(o));
+  constexpr int kThreads = 3;
+  constexpr int kRounds = 300;
+  std::atomic<bool> stop{false};
+  std::atomic<int> available{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      auto l = std::make_shared<Listener>();
+      l->available_hook_ = [&] { ++available; };
+      for (int i = 0; i < kRounds; ++i) {
+        core_->NotifyWhenAvailable(l);
+        auto pick = core_->Pick(l);
+        if (!pick.ok()) continue;
+        core_->Release(pick->connection_id, l);
+        ConnectionSource::EndReport r;
+        r.status = absl::UnavailableError("x");
+        r.before_first_message = (i + t) % 5 == 0;
+        core_->ReportUnannouncedEnd(pick->connection_id, r);
+      }
+    });
+  }
+  std::thread states([&] {
+    std::uint64_t id = 1;
+    while (!stop.load()) {
+      core_->OnLinkState(id, LinkState::kReady);
+      core_->OnLinkHealth(id, id % 3 != 0);
+      clock_->AdvanceBy(absl::Milliseconds(20));
+      if (id % 2 == 0) core_->OnLinkState(id, LinkState::kIdle);
+      id = 1 + (id % core_->Stats().total_opened);
+    }
+  });
+  for (auto& th : threads) th.join();
+  stop = true;
+  states.join();
+  ConnectionPoolStats s = core_->Stats();
+  EXPECT_EQ(s.picks, 0u);
+  EXPECT_EQ(s.draining + s.suspect, 0u);  // all released: all retired
+  EXPECT_LE(s.open, 6u);                  // 3 per address
+  clock_->AdvanceBy(absl::Hours(1));
+}
+
 TEST_F(PoolCoreTest, IsConnectedIffReady) {
   MakeTarget();
   EXPECT_FALSE(core_->IsConnected(1));  // new: IDLE

@@ -117,9 +117,10 @@ struct ConnectionPoolOptions {
   std::string health_service;
 
   // Probing a group that has no usable connection. The pool opens a
-  // group's connections at most this often: the first at once, the next
-  // `probe_initial_backoff` later, then 1.6 times longer each time up to
-  // `probe_max_backoff`, each delay jittered by +-20 % (drawn once per
+  // group's connections at most this often: the first two at once (a
+  // connection lost right after it opened is still replaced before break),
+  // the next `probe_initial_backoff` later, then 1.6 times longer each time
+  // up to `probe_max_backoff`, each delay jittered by +-20 % (drawn once per
   // open). The schedule starts over once a connection of the group has
   // stayed usable for `probe_max_backoff`, so a GOAWAY from a healthy
   // server is replaced at once (make before break), while servers that
@@ -135,7 +136,7 @@ struct ConnectionPoolOptions {
   // (GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 20 s) is left alone: it bounds one
   // connect attempt, and a short one would abort slow handshakes.
   //
-  // Delay before the second open. Default 50 ms; in [1 ms,
+  // Delay before the third open. Default 50 ms; in [1 ms,
   // probe_max_backoff].
   absl::Duration probe_initial_backoff = absl::Milliseconds(50);
   // The un-jittered delay never grows past this. Default 300 ms; in

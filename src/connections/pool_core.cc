@@ -114,8 +114,12 @@ std::size_t PoolCore::GroupCountLocked(std::size_t group,
 }
 
 absl::Duration PoolCore::ProbeDelayLocked(int opens) {
+  // The first open since stable may be followed by a second at once: one
+  // connection lost soon after it opened (a rollout reaching a fresh
+  // connection) is still replaced before break. Only repeats wait.
+  if (opens == 0) return absl::ZeroDuration();
   const double factor =
-      std::pow(kProbeMultiplier, std::min(opens, kMaxProbeExponent));
+      std::pow(kProbeMultiplier, std::min(opens - 1, kMaxProbeExponent));
   absl::Duration d = options_.probe_initial_backoff * factor;
   if (d > options_.probe_max_backoff) d = options_.probe_max_backoff;
   // One draw per open, uniform in [1 - jitter, 1 + jitter).

@@ -189,7 +189,8 @@ class PoolCore final : public ConnectionSource,
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnProbeTimer(std::size_t group,
                     const std::shared_ptr<Clock::TimerId>& cell);
-  // The jittered delay after the group's `opens`-th open since stable.
+  // The jittered delay after the group's open number `opens` (0-based)
+  // since it was last stable: none after the first.
   absl::Duration ProbeDelayLocked(int opens) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MarkDrainingLocked(Conn& c, std::string why, Deferred& later)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -176,7 +176,8 @@ absl::Status Validate(const CircuitBreakerOptions& options);
 // its late outcome is not counted again and changes nothing.
 //
 // Time: open -> half-open happens on the breaker's clock timer when the
-// break ends (or in `TryAcquire`, if that comes first). Readers (`state`,
+// break ends (or in `TryAcquire`, if that comes first), or at once on
+// `OnDependencyAvailable`. Readers (`state`,
 // `open_until`, `counts`) never change the breaker.
 //
 // Thread safety: every method may be called concurrently from any thread.
@@ -273,6 +274,14 @@ class CircuitBreaker final
   // (`half_open_probe_timeout`); InfiniteFuture for kForcedOpen; otherwise
   // InfinitePast (TryAcquire would succeed now).
   absl::Time open_until() const;
+
+  // Tells the breaker that the dependency answers again (a connection pool
+  // saw a usable connection come back after a time with none). An open
+  // breaker turns half-open at once, without waiting out its break: its
+  // probes then decide, as after a break. Counted as a transition and
+  // delivered to listeners like any other. Every other state (closed,
+  // half-open, forced open, disabled) is left unchanged.
+  void OnDependencyAvailable();
 
   // Forces the breaker open (rejecting everything) or releases it. Forced
   // open takes precedence over disabled. Releasing both switches leaves the

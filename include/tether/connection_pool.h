@@ -13,6 +13,7 @@
 #include "absl/time/time.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/channel_arguments.h"
+#include "tether/circuit_breaker.h"
 #include "tether/clock.h"
 #include "tether/transport.h"
 
@@ -42,10 +43,14 @@ class ConnectionObserver {
   // NOT_SERVING); it is never picked again.
   virtual void OnConnectionDraining(std::uint64_t /*id*/,
                                     absl::string_view /*why*/) {}
-  // A stream reported an unannounced drain-class end on connection `id`
-  // while it looked READY; it is never picked again.
+  // Streams' reports gave evidence that connection `id` is going away
+  // although it looks READY (see `ConnectionPool`, "Suspect"); new picks
+  // avoid it. `status` is the report that tipped it.
   virtual void OnConnectionSuspect(std::uint64_t /*id*/,
                                    const absl::Status& /*status*/) {}
+  // Suspect connection `id` served its probation without new evidence and
+  // takes new picks again.
+  virtual void OnConnectionRestored(std::uint64_t /*id*/) {}
   // Connection `id` was closed (drained, suspect, idle, or pool destroyed).
   virtual void OnConnectionRetired(std::uint64_t /*id*/) {}
 };
@@ -72,8 +77,9 @@ struct ConnectionPoolOptions {
 
   // At most this many open connections per group (the target counts as one
   // group, each address as one), draining and suspect ones included. At the
-  // cap a pick reuses the least-loaded usable connection; when none is
-  // usable it fails with UNAVAILABLE "no usable connection". Default 8;
+  // cap a pick reuses the least-loaded usable connection, else the
+  // least-loaded suspect one that is still READY; only when there is
+  // neither does it fail with UNAVAILABLE "no usable connection". Default 8;
   // range [1, 1024].
   int max_connections = 8;
 
@@ -110,7 +116,57 @@ struct ConnectionPoolOptions {
   // The service name sent in the health request. Default "" (the server).
   std::string health_service;
 
-  // Time source for idle timers. Default null, meaning `SystemClock()`.
+  // Probing a group that has no usable connection. The pool opens a
+  // group's connections at most this often: the first two at once (a
+  // connection lost right after it opened is still replaced before break),
+  // the next `probe_initial_backoff` later, then 1.6 times longer each time
+  // up to `probe_max_backoff`, each delay jittered by +-20 % (drawn once per
+  // open). The schedule starts over once a connection of the group has
+  // stayed usable for `probe_max_backoff`, so a GOAWAY from a healthy
+  // server is replaced at once (make before break), while servers that
+  // accept and then GOAWAY, answer NOT_SERVING or fail to connect cost at
+  // most one connect per probe interval. The same values drive gRPC's own
+  // reconnect backoff of each connection (GRPC_ARG_INITIAL_ / _MAX_
+  // RECONNECT_BACKOFF_MS; gRPC fixes its multiplier at 1.6 and its jitter at
+  // 20 %, which is why these are not options), so a connection that cannot
+  // connect retries on the same schedule instead of gRPC's 1 s..120 s; and
+  // a health watch that ends is restarted on it. With the defaults a
+  // dependency that comes back after an outage is connected to within about
+  // 360 ms (300 ms + 20 %). gRPC's connect timeout
+  // (GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 20 s) is left alone: it bounds one
+  // connect attempt, and a short one would abort slow handshakes.
+  //
+  // Delay before the third open. Default 50 ms; in [1 ms,
+  // probe_max_backoff].
+  absl::Duration probe_initial_backoff = absl::Milliseconds(50);
+  // The un-jittered delay never grows past this. Default 300 ms; in
+  // [probe_initial_backoff, 1 h].
+  absl::Duration probe_max_backoff = absl::Milliseconds(300);
+
+  // Suspect connections: evidence that a READY connection is going away
+  // although no GOAWAY came. One report of an attempt that ended (or
+  // stalled) before its first message suffices (`ReportDrainEnd` counts as
+  // such). Ends after a first message are weak evidence, since a healthy
+  // server may shed load: the connection is suspect only once this many
+  // different streams ended on it within `suspect_end_window` (a server
+  // cancelling all its streams). One stream ending again and again is never
+  // enough. Default 3; in [1, 10000].
+  int suspect_after_ends = 3;
+  // Default 1 s; in (0, 1 h].
+  absl::Duration suspect_end_window = absl::Seconds(1);
+  // A suspect connection still READY after this long with no new evidence
+  // takes picks again (`OnConnectionRestored`); each new report restarts
+  // the period. Default 30 s; in (0, 24 h], or InfiniteDuration to keep it
+  // suspect until it leaves READY or its last pick is released.
+  absl::Duration suspect_probation = absl::Seconds(30);
+
+  // Told `OnDependencyAvailable()` (an open breaker turns half-open at
+  // once) whenever a group goes from no usable connection to a usable one.
+  // Usually the breaker the streams on this pool share. Default null (none).
+  std::shared_ptr<CircuitBreaker> breaker;
+
+  // Time source for idle, probe and probation timers. Default null, meaning
+  // `SystemClock()`.
   std::shared_ptr<Clock> clock;
   // Connection events. Default null (none).
   std::shared_ptr<ConnectionObserver> observer;
@@ -125,6 +181,7 @@ struct ConnectionPoolStats {
   std::size_t ready = 0;           // READY and usable (not draining or suspect)
   std::size_t draining = 0;        // draining, waiting for their picks to end
   std::size_t suspect = 0;         // suspect (and not draining)
+  std::uint64_t restored = 0;      // suspects ever restored after probation
   std::size_t picks = 0;           // picks held over all connections
   std::uint64_t total_opened = 0;  // connections ever opened
 };
@@ -148,12 +205,22 @@ struct ConnectionPoolStats {
 //   connection, one replacement is opened at once (a burst of streams moving
 //   together shares it). A draining connection is closed when its last pick
 //   is released.
-// - Suspect: `ReportDrainEnd` on a connection that still looks READY stops
-//   new picks on it. Streams already on it keep running and are not told
-//   (the pool has no evidence the connection is going away, only that one
-//   stream ended); if it later leaves READY it becomes draining as above. It
-//   is closed when its last pick is released. A replacement is opened as for
-//   draining. A report on a connection that is not READY is ignored.
+// - Suspect: reports (`ReportUnannouncedEnd`, `ReportDrainEnd`) that give
+//   evidence a READY connection is going away (see `suspect_after_ends`)
+//   make it suspect: new picks avoid it while any other connection can take
+//   them (it is a last resort before failing a pick, never a reason to
+//   fail one). Streams already on it keep running and are not told; if it
+//   leaves READY it becomes draining as above. It is closed when its last
+//   pick is released (at once if it has none), or takes picks again after
+//   `suspect_probation` without new evidence. A replacement is opened as
+//   for draining. A report on a connection that is not READY is ignored.
+// - Probing: a group opens connections no faster than the probe backoff
+//   (`probe_initial_backoff`); while it waits, a pick that finds no other
+//   connection fails with UNAVAILABLE saying when the next probe is due.
+// - Available: usable means READY, not draining or suspect, and SERVING
+//   when `health_check` is on. When a group goes from no usable connection
+//   to one, every listener registered by `NotifyWhenAvailable` is told once
+//   (then forgotten) and `options.breaker` hears `OnDependencyAvailable`.
 // - Idle: a usable connection with no picks for `idle_timeout` is closed.
 //
 // Ids are 1, 2, ... and never reused. Retired connections' ids passed to
@@ -189,8 +256,12 @@ class ConnectionPool final : public ConnectionSource {
       std::weak_ptr<DrainListener> listener) override;
   void Release(std::uint64_t connection_id,
                const std::weak_ptr<DrainListener>& listener) override;
+  // Strong evidence: as `ReportUnannouncedEnd` with `before_first_message`.
   void ReportDrainEnd(std::uint64_t connection_id,
                       const absl::Status& status) override;
+  void ReportUnannouncedEnd(std::uint64_t connection_id,
+                            const EndReport& report) override;
+  void NotifyWhenAvailable(std::weak_ptr<DrainListener> listener) override;
   // True iff connection `connection_id` is open and READY right now
   // (draining or suspect included); false for retired or unknown ids.
   bool IsConnected(std::uint64_t connection_id) override;

@@ -58,6 +58,41 @@ absl::Status Validate(const ConnectionPoolOptions& o) {
                      absl::FormatDuration(max_ms), "], got ",
                      absl::FormatDuration(o.keepalive_timeout)));
   }
+  if (o.probe_initial_backoff < absl::Milliseconds(1) ||
+      o.probe_initial_backoff > o.probe_max_backoff) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("connection pool probe_initial_backoff must be in [1ms, "
+                     "probe_max_backoff (",
+                     absl::FormatDuration(o.probe_max_backoff), ")], got ",
+                     absl::FormatDuration(o.probe_initial_backoff)));
+  }
+  if (o.probe_max_backoff > absl::Hours(1)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "connection pool probe_max_backoff must be in [probe_initial_backoff, "
+        "1h], got ",
+        absl::FormatDuration(o.probe_max_backoff)));
+  }
+  if (o.suspect_after_ends < 1 || o.suspect_after_ends > 10000) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("connection pool suspect_after_ends must be in [1, "
+                     "10000], got ",
+                     o.suspect_after_ends));
+  }
+  if (o.suspect_end_window <= absl::ZeroDuration() ||
+      o.suspect_end_window > absl::Hours(1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("connection pool suspect_end_window must be in (0, 1h], "
+                     "got ",
+                     absl::FormatDuration(o.suspect_end_window)));
+  }
+  if (o.suspect_probation != absl::InfiniteDuration() &&
+      (o.suspect_probation <= absl::ZeroDuration() ||
+       o.suspect_probation > absl::Hours(24))) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("connection pool suspect_probation must be in (0, 24h] "
+                     "or infinite, got ",
+                     absl::FormatDuration(o.suspect_probation)));
+  }
   return absl::OkStatus();
 }
 
@@ -91,6 +126,16 @@ void ConnectionPool::Release(std::uint64_t connection_id,
 void ConnectionPool::ReportDrainEnd(std::uint64_t connection_id,
                                     const absl::Status& status) {
   core_->ReportDrainEnd(connection_id, status);
+}
+
+void ConnectionPool::ReportUnannouncedEnd(std::uint64_t connection_id,
+                                          const EndReport& report) {
+  core_->ReportUnannouncedEnd(connection_id, report);
+}
+
+void ConnectionPool::NotifyWhenAvailable(
+    std::weak_ptr<DrainListener> listener) {
+  core_->NotifyWhenAvailable(std::move(listener));
 }
 
 bool ConnectionPool::IsConnected(std::uint64_t connection_id) {

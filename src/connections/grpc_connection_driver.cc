@@ -1,8 +1,10 @@
 // Copyright 2026 The tether Authors. Licensed under the Apache License 2.0.
 #include "connections/grpc_connection_driver.h"
 
+#include <algorithm>
 #include <atomic>
 #include <climits>
+#include <cmath>
 #include <string>
 #include <utility>
 #include <vector>
@@ -41,6 +43,11 @@ LinkState FromGrpc(grpc_connectivity_state s) {
       break;
   }
   return LinkState::kShutdown;
+}
+
+int Millis(absl::Duration d) {
+  return static_cast<int>(
+      std::min<std::int64_t>(absl::ToInt64Milliseconds(d), INT_MAX));
 }
 
 gpr_timespec DeadlineAfter(absl::Duration d) {
@@ -113,6 +120,7 @@ class GrpcConnectionDriver::GrpcLink final
       closed_ = true;
       drop = std::move(channel_);
       if (health_context_ != nullptr) health_context_->TryCancel();
+      if (health_alarm_ != nullptr) health_alarm_->Cancel();
     }
     // Dropping the last reference shuts the channel down, which completes
     // its pending state watch at once.
@@ -142,6 +150,10 @@ class GrpcConnectionDriver::GrpcLink final
       ABSL_GUARDED_BY(driver_->mu_);
   grpc::ByteBuffer health_read_ ABSL_GUARDED_BY(driver_->mu_);
   grpc::Status health_status_ ABSL_GUARDED_BY(driver_->mu_);
+  // Watches ended in a row without an answer; sets the retry delay.
+  int health_failures_ ABSL_GUARDED_BY(driver_->mu_) = 0;
+  // Set while waiting to restart the watch.
+  std::unique_ptr<grpc::Alarm> health_alarm_ ABSL_GUARDED_BY(driver_->mu_);
 };
 
 std::shared_ptr<Link> GrpcConnectionDriver::Open(std::uint64_t id,
@@ -162,6 +174,13 @@ std::shared_ptr<Link> GrpcConnectionDriver::Open(std::uint64_t id,
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS,
               options_.keepalive_permit_without_calls ? 1 : 0);
   args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  // gRPC's own reconnects follow the pool's probe schedule (its default,
+  // 1 s growing to 120 s, would keep a connection down long after its
+  // server came back). Its connect timeout (MIN_RECONNECT_BACKOFF) stays.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS,
+              Millis(options_.probe_initial_backoff));
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS,
+              Millis(options_.probe_max_backoff));
   std::shared_ptr<grpc::Channel> channel =
       grpc::CreateCustomChannel(address, credentials_, args);
   auto link = std::make_shared<GrpcLink>(shared_from_this(), id, channel);
@@ -252,6 +271,21 @@ void GrpcConnectionDriver::StartHealthLocked(
   link->health_call_->StartCall(new Op{link, OpKind::kHealthStart});
 }
 
+void GrpcConnectionDriver::ScheduleHealthRetryLocked(
+    const std::shared_ptr<GrpcLink>& link) {
+  link->AssertDriverLockHeld();
+  // The probe schedule: initial x 1.6^n up to max, +-20 %.
+  const int n = std::min(link->health_failures_, 40);
+  link->health_failures_ = n + 1;
+  absl::Duration d = options_.probe_initial_backoff * std::pow(1.6, n);
+  if (d > options_.probe_max_backoff) d = options_.probe_max_backoff;
+  d *= absl::Uniform(gen_, 0.8, 1.2);
+  ++active_health_;
+  link->health_alarm_ = std::make_unique<grpc::Alarm>();
+  link->health_alarm_->Set(&cq_, DeadlineAfter(d),
+                           new Op{link, OpKind::kHealthRetry});
+}
+
 void GrpcConnectionDriver::OnHealth(const std::shared_ptr<GrpcLink>& link,
                                     OpKind kind, bool ok) {
   int reported = -1;  // -1 none, 1 serving, 0 not serving
@@ -290,6 +324,7 @@ void GrpcConnectionDriver::OnHealth(const std::shared_ptr<GrpcLink>& link,
           int status = DecodeHealthCheckResponseStatus(bytes);
           if (status == kHealthServing) reported = 1;
           if (status == kHealthNotServing) reported = 0;
+          link->health_failures_ = 0;  // the watch works
           call->Read(&link->health_read_, new Op{link, OpKind::kHealthRead});
         } else {
           call->Finish(&link->health_status_,
@@ -297,14 +332,36 @@ void GrpcConnectionDriver::OnHealth(const std::shared_ptr<GrpcLink>& link,
         }
         break;
       case OpKind::kHealthFinish:
-        // The watch ended (UNIMPLEMENTED counts as serving; anything else
-        // means the call or the connection ended, which the state watch
-        // covers). It is not restarted.
+        // The watch ended. UNIMPLEMENTED: the server has no health service,
+        // which counts as serving for good. Anything else (a proxy's idle
+        // timeout, the server restarting its health service, the
+        // connection ending) leaves the last answer standing and restarts
+        // the watch after a backoff, or on the next READY if the connection
+        // has left READY by then (the state watch covers a departure).
         drop_call = std::move(link->health_call_);
         drop_context = std::move(link->health_context_);
         --active_health_;
+        if (link->health_status_.error_code() ==
+            grpc::StatusCode::UNIMPLEMENTED) {
+          reported = 1;
+        } else if (!link->closed_ && !shutting_down_) {
+          ScheduleHealthRetryLocked(link);
+        }
         MaybeShutdownQueueLocked();
         break;
+      case OpKind::kHealthRetry: {
+        std::unique_ptr<grpc::Alarm> fired = std::move(link->health_alarm_);
+        --active_health_;
+        if (ok && !link->closed_ && !shutting_down_ &&
+            link->channel_ != nullptr &&
+            link->channel_->GetState(false) == GRPC_CHANNEL_READY) {
+          StartHealthLocked(link);
+        } else {
+          link->health_started_ = false;  // OnWatch starts it when READY
+        }
+        MaybeShutdownQueueLocked();
+        break;
+      }
       case OpKind::kWatch:
         break;
     }

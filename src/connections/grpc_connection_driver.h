@@ -12,7 +12,9 @@
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/random/random.h"
 #include "connections/pool_core.h"
+#include "grpcpp/alarm.h"
 #include "grpcpp/completion_queue.h"
 #include "grpcpp/security/credentials.h"
 #include "tether/connection_pool.h"
@@ -21,11 +23,15 @@
 namespace tether {
 namespace internal {
 
-// Opens one `grpc::Channel` per connection (own subchannel, keepalive from
-// the options), watches its connectivity state with `NotifyOnStateChange`
-// and, with `health_check`, runs a `grpc.health.v1.Health/Watch` on it once
-// READY. Reports go to the `PoolCore` set by `SetCore`, from the watcher
-// thread, with no driver lock held.
+// Opens one `grpc::Channel` per connection (own subchannel, keepalive and
+// reconnect backoff from the options), watches its connectivity state with
+// `NotifyOnStateChange` and, with `health_check`, runs a
+// `grpc.health.v1.Health/Watch` on it once READY. A watch that ends (a
+// proxy's idle timeout, a server restarting its health service) is started
+// again after the probe backoff while the connection is READY; one that ends
+// UNIMPLEMENTED reports SERVING and is not restarted. Reports go to the
+// `PoolCore` set by `SetCore`, from the watcher thread, with no driver lock
+// held.
 //
 // Thread safety: `Open` and the links' methods may be called from any
 // thread; the core calls `Open` under its own lock, and `Open` never calls
@@ -63,7 +69,8 @@ class GrpcConnectionDriver final
     kHealthStart,
     kHealthWrite,
     kHealthRead,
-    kHealthFinish
+    kHealthFinish,
+    kHealthRetry  // the backoff alarm before restarting a health watch
   };
   struct Op {
     std::shared_ptr<GrpcLink> link;
@@ -85,6 +92,9 @@ class GrpcConnectionDriver final
   void OnHealth(const std::shared_ptr<GrpcLink>& link, OpKind kind, bool ok);
   void StartHealthLocked(const std::shared_ptr<GrpcLink>& link)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // After a watch ended: restart it after the backoff, unless closed.
+  void ScheduleHealthRetryLocked(const std::shared_ptr<GrpcLink>& link)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const ConnectionPoolOptions options_;
   const std::uint64_t nonce_;
@@ -100,8 +110,9 @@ class GrpcConnectionDriver final
   std::thread::id loop_thread_ ABSL_GUARDED_BY(mu_);
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
   bool queue_shut_down_ ABSL_GUARDED_BY(mu_) = false;
-  // Health calls not yet finished.
+  // Health calls not yet finished, and health retry alarms not yet fired.
   int active_health_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::BitGen gen_ ABSL_GUARDED_BY(mu_);  // health retry jitter
 };
 
 }  // namespace internal

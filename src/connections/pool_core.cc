@@ -1,10 +1,13 @@
 // Copyright 2026 The tether Authors. Licensed under the Apache License 2.0.
 #include "connections/pool_core.h"
 
+#include <algorithm>
+#include <cmath>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 
 namespace tether {
@@ -47,6 +50,30 @@ int PickRank(LinkState s) {
   return -1;  // never picked
 }
 
+// gRPC's subchannel backoff uses these too (not settable by channel args),
+// so a connection's own reconnects and the pool's opens share one schedule.
+constexpr double kProbeMultiplier = 1.6;
+constexpr double kProbeJitter = 0.2;
+// Bounds the exponent; 1.6^40 is far past any max_backoff / initial ratio.
+constexpr int kMaxProbeExponent = 40;
+
+// The last Release made on this thread. A stream releases its pick and then
+// reports the attempt's end on the same thread (one after the other, after
+// its own lock), so a report that follows a Release of the same connection
+// on this thread is attributed to that Release's listener. A report with no
+// such Release counts as coming from a stream of its own.
+struct LastRelease {
+  const void* core = nullptr;
+  std::uint64_t connection_id = 0;
+  std::weak_ptr<ConnectionSource::DrainListener> listener;
+};
+thread_local LastRelease t_last_release;
+
+bool SameOwner(const std::weak_ptr<ConnectionSource::DrainListener>& a,
+               const std::weak_ptr<ConnectionSource::DrainListener>& b) {
+  return !a.owner_before(b) && !b.owner_before(a);
+}
+
 }  // namespace
 
 std::shared_ptr<PoolCore> PoolCore::Create(const ConnectionPoolOptions& options,
@@ -60,11 +87,16 @@ PoolCore::PoolCore(const ConnectionPoolOptions& options,
       driver_(driver),
       clock_(options.clock),
       observer_(options.observer) {
-  if (!options_.addresses.empty()) {
-    groups_ = options_.addresses;
-  } else {
-    groups_.push_back(options_.target);
+  MutexLock lock(&mu_);
+  std::vector<std::string> addresses = options_.addresses;
+  if (addresses.empty()) addresses.push_back(options_.target);
+  for (std::string& a : addresses) {
+    Group g;
+    g.address = std::move(a);
+    groups_.push_back(std::move(g));
   }
+  absl::BitGen seed;
+  rng_.seed(absl::Uniform<std::uint64_t>(seed));
   if (clock_ == nullptr) {
     // SystemClock() is never destroyed: hold it without owning it.
     clock_ = std::shared_ptr<Clock>(&SystemClock(), [](Clock*) {});
@@ -81,16 +113,37 @@ std::size_t PoolCore::GroupCountLocked(std::size_t group,
   return n;
 }
 
+absl::Duration PoolCore::ProbeDelayLocked(int opens) {
+  // The first open since stable may be followed by a second at once: one
+  // connection lost soon after it opened (a rollout reaching a fresh
+  // connection) is still replaced before break. Only repeats wait.
+  if (opens == 0) return absl::ZeroDuration();
+  const double factor =
+      std::pow(kProbeMultiplier, std::min(opens - 1, kMaxProbeExponent));
+  absl::Duration d = options_.probe_initial_backoff * factor;
+  if (d > options_.probe_max_backoff) d = options_.probe_max_backoff;
+  // One draw per open, uniform in [1 - jitter, 1 + jitter).
+  const double u = static_cast<double>(rng_() >> 11) * 0x1.0p-53;
+  return d * (1.0 - kProbeJitter + 2.0 * kProbeJitter * u);
+}
+
 PoolCore::Conn* PoolCore::OpenLocked(std::size_t group, Deferred& later) {
+  Group& g = groups_[group];
+  if (g.probe_timer != 0) {
+    clock_->Cancel(g.probe_timer);
+    g.probe_timer = 0;
+  }
+  g.next_open = clock_->Now() + ProbeDelayLocked(g.opens_since_stable);
+  g.opens_since_stable = std::min(g.opens_since_stable + 1, kMaxProbeExponent);
   const std::uint64_t id = next_id_++;
   Conn& c = conns_[id];
   c.id = id;
   c.group = group;
-  c.link = driver_->Open(id, groups_[group]);
+  c.link = driver_->Open(id, g.address);
   ++total_opened_;
   if (observer_ != nullptr) {
     auto obs = observer_;
-    std::string target = groups_[group];
+    std::string target = g.address;
     later.Add([obs, id, target] { obs->OnConnectionOpened(id, target); });
   }
   MaybeRetireOrArmLocked(c, later);  // arms the idle timer: no picks yet
@@ -98,12 +151,42 @@ PoolCore::Conn* PoolCore::OpenLocked(std::size_t group, Deferred& later) {
 }
 
 void PoolCore::EnsureGroupsLocked(Deferred& later) {
-  const auto cap = static_cast<std::size_t>(options_.max_connections);
   for (std::size_t g = 0; g < groups_.size(); ++g) {
-    if (GroupCountLocked(g, /*live_only=*/true) == 0 &&
-        GroupCountLocked(g, /*live_only=*/false) < cap) {
-      OpenLocked(g, later);
-    }
+    ReplaceIfNeededLocked(g, later);
+  }
+}
+
+void PoolCore::ReplaceIfNeededLocked(std::size_t group, Deferred& later) {
+  if (shut_down_) return;
+  const auto cap = static_cast<std::size_t>(options_.max_connections);
+  if (GroupCountLocked(group, /*live_only=*/true) != 0 ||
+      GroupCountLocked(group, /*live_only=*/false) >= cap) {
+    return;
+  }
+  Group& g = groups_[group];
+  const absl::Time now = clock_->Now();
+  if (now >= g.next_open) {
+    OpenLocked(group, later);
+    return;
+  }
+  if (g.probe_timer != 0) return;  // already waiting for next_open
+  auto cell = std::make_shared<Clock::TimerId>(0);
+  std::weak_ptr<PoolCore> weak = weak_from_this();
+  g.probe_timer = clock_->RunAfter(g.next_open - now, [weak, group, cell] {
+    if (auto self = weak.lock()) self->OnProbeTimer(group, cell);
+  });
+  *cell = g.probe_timer;
+}
+
+void PoolCore::OnProbeTimer(std::size_t group,
+                            const std::shared_ptr<Clock::TimerId>& cell) {
+  Deferred later;  // runs after the lock is released
+  {
+    MutexLock lock(&mu_);
+    Group& g = groups_[group];
+    if (*cell == 0 || g.probe_timer != *cell) return;
+    g.probe_timer = 0;
+    ReplaceIfNeededLocked(group, later);  // re-arms if woken early
   }
 }
 
@@ -138,10 +221,37 @@ absl::StatusOr<ConnectionPick> PoolCore::Pick(
         }
       }
       if (best == nullptr) {
-        result = absl::UnavailableError(absl::StrCat(
-            "no usable connection: all are draining or suspect and the pool "
-            "is at max_connections (",
-            options_.max_connections, ")"));
+        // Last resort: a suspect connection that still looks READY. Only
+        // evidence put it aside, and a pick there beats no pick at all.
+        for (auto& entry : conns_) {
+          Conn& c = entry.second;
+          if (!c.suspect || c.draining || c.state != LinkState::kReady) {
+            continue;
+          }
+          if (best == nullptr || c.picks < best->picks) best = &c;
+        }
+      }
+      if (best == nullptr) {
+        const absl::Time now = clock_->Now();
+        absl::Time due = absl::InfiniteFuture();
+        std::string address;
+        for (const Group& g : groups_) {
+          if (g.probe_timer != 0 && g.next_open < due) {
+            due = g.next_open;
+            address = g.address;
+          }
+        }
+        if (due != absl::InfiniteFuture()) {
+          result = absl::UnavailableError(absl::StrCat(
+              "no usable connection: the next connection to ", address,
+              " opens in ", absl::FormatDuration(due - now),
+              " (probe backoff: its last connections never became usable)"));
+        } else {
+          result = absl::UnavailableError(absl::StrCat(
+              "no usable connection: all are draining or suspect and the "
+              "pool is at max_connections (",
+              options_.max_connections, ")"));
+        }
       } else {
         if (best->idle_timer != 0) {
           clock_->Cancel(best->idle_timer);
@@ -161,6 +271,9 @@ absl::StatusOr<ConnectionPick> PoolCore::Pick(
 
 void PoolCore::Release(std::uint64_t connection_id,
                        const std::weak_ptr<DrainListener>& listener) {
+  t_last_release.core = this;
+  t_last_release.connection_id = connection_id;
+  t_last_release.listener = listener;
   Deferred later;  // runs after the lock is released
   {
     MutexLock lock(&mu_);
@@ -178,32 +291,189 @@ void PoolCore::Release(std::uint64_t connection_id,
 
 void PoolCore::ReportDrainEnd(std::uint64_t connection_id,
                               const absl::Status& status) {
+  EndReport report;
+  report.status = status;
+  report.before_first_message = true;  // the old, strong meaning
+  ReportUnannouncedEnd(connection_id, report);
+}
+
+void PoolCore::ReportUnannouncedEnd(std::uint64_t connection_id,
+                                    const EndReport& report) {
+  // Whose end this is, if the stream released its pick just before.
+  std::weak_ptr<DrainListener> stream;
+  bool known = false;
+  if (t_last_release.core == this &&
+      t_last_release.connection_id == connection_id) {
+    stream = std::move(t_last_release.listener);
+    known = true;
+  }
+  t_last_release = LastRelease();
   Deferred later;  // runs after the lock is released
   {
     MutexLock lock(&mu_);
     auto it = conns_.find(connection_id);
     if (it == conns_.end()) return;
     Conn& c = it->second;
-    // Only a connection that still looks READY and usable is suspect; one we
-    // have seen leave READY is already draining, one never READY simply
-    // failed to connect.
-    if (c.state != LinkState::kReady || !c.Live()) return;
-    c.suspect = true;
+    // Only a connection that still looks READY can be suspect; one we have
+    // seen leave READY is already draining, one never READY simply failed
+    // to connect.
+    if (c.state != LinkState::kReady || c.draining) return;
+    if (!WeighLocked(c, report, stream, known)) return;
+    if (c.suspect) {
+      ArmProbationLocked(c);  // new evidence: probation starts over
+      return;
+    }
+    MarkSuspectLocked(c, report.status, later);
+    SweepAvailabilityLocked(later);
+  }
+}
+
+bool PoolCore::WeighLocked(Conn& c, const EndReport& report,
+                           const std::weak_ptr<DrainListener>& stream,
+                           bool known) {
+  if (report.before_first_message || report.stalled) return true;
+  // Weak evidence: count the different streams that ended within the
+  // window, this one included.
+  const absl::Time now = clock_->Now();
+  while (!c.ends.empty() &&
+         now - c.ends.front().at >= options_.suspect_end_window) {
+    c.ends.pop_front();
+  }
+  if (known) {
+    for (auto it = c.ends.begin(); it != c.ends.end(); ++it) {
+      if (it->known && SameOwner(it->stream, stream)) {
+        c.ends.erase(it);  // keep only its latest end
+        break;
+      }
+    }
+  }
+  c.ends.push_back(EndMark{now, stream, known});
+  const auto needed = static_cast<std::size_t>(options_.suspect_after_ends);
+  if (c.ends.size() > needed) c.ends.pop_front();  // all distinct: enough
+  return c.ends.size() >= needed;
+}
+
+void PoolCore::MarkSuspectLocked(Conn& c, const absl::Status& status,
+                                 Deferred& later) {
+  c.suspect = true;
+  c.ends.clear();
+  NoteUsabilityLocked(c);
+  const std::uint64_t id = c.id;
+  if (observer_ != nullptr) {
+    auto obs = observer_;
+    later.Add([obs, id, status] { obs->OnConnectionSuspect(id, status); });
+  }
+  ArmProbationLocked(c);
+  const std::size_t group = c.group;
+  MaybeRetireOrArmLocked(c, later);  // may erase c
+  ReplaceIfNeededLocked(group, later);
+}
+
+void PoolCore::ArmProbationLocked(Conn& c) {
+  if (c.probation_timer != 0) clock_->Cancel(c.probation_timer);
+  c.probation_timer = 0;
+  if (options_.suspect_probation == absl::InfiniteDuration()) return;
+  auto cell = std::make_shared<Clock::TimerId>(0);
+  std::weak_ptr<PoolCore> weak = weak_from_this();
+  const std::uint64_t id = c.id;
+  c.probation_timer =
+      clock_->RunAfter(options_.suspect_probation, [weak, id, cell] {
+        if (auto self = weak.lock()) self->OnProbationTimer(id, cell);
+      });
+  *cell = c.probation_timer;
+}
+
+void PoolCore::OnProbationTimer(std::uint64_t id,
+                                const std::shared_ptr<Clock::TimerId>& cell) {
+  Deferred later;  // runs after the lock is released
+  {
+    MutexLock lock(&mu_);
+    auto it = conns_.find(id);
+    if (it == conns_.end()) return;
+    Conn& c = it->second;
+    if (*cell == 0 || c.probation_timer != *cell) return;
+    c.probation_timer = 0;
+    if (!c.suspect || c.draining || c.state != LinkState::kReady) return;
+    c.suspect = false;
+    c.ends.clear();
+    ++restored_;
+    NoteUsabilityLocked(c);
     if (observer_ != nullptr) {
       auto obs = observer_;
-      later.Add([obs, connection_id, status] {
-        obs->OnConnectionSuspect(connection_id, status);
-      });
+      later.Add([obs, id] { obs->OnConnectionRestored(id); });
     }
-    const std::size_t group = c.group;
-    MaybeRetireOrArmLocked(c, later);  // may erase c
-    ReplaceIfNeededLocked(group, later);
+    MaybeRetireOrArmLocked(c, later);  // arms the idle timer if unpicked
+    SweepAvailabilityLocked(later);
+  }
+}
+
+void PoolCore::NotifyWhenAvailable(std::weak_ptr<DrainListener> listener) {
+  MutexLock lock(&mu_);
+  if (shut_down_) return;
+  waiters_.insert(std::move(listener));
+  if (waiters_.size() >= prune_waiters_at_) {
+    for (auto it = waiters_.begin(); it != waiters_.end();) {
+      it = it->expired() ? waiters_.erase(it) : std::next(it);
+    }
+    prune_waiters_at_ = std::max<std::size_t>(64, 2 * waiters_.size());
+  }
+}
+
+bool PoolCore::UsableLocked(const Conn& c) const {
+  return c.state == LinkState::kReady && c.Live() &&
+         (!options_.health_check || c.serving);
+}
+
+void PoolCore::NoteUsabilityLocked(Conn& c, bool leaving) {
+  const bool usable = !leaving && UsableLocked(c);
+  if (usable) {
+    if (c.usable_since == absl::InfiniteFuture()) {
+      c.usable_since = clock_->Now();
+    }
+    return;
+  }
+  if (c.usable_since == absl::InfiniteFuture()) return;
+  if (clock_->Now() - c.usable_since >= options_.probe_max_backoff) {
+    groups_[c.group].opens_since_stable = 0;  // it was a healthy one
+  }
+  c.usable_since = absl::InfiniteFuture();
+}
+
+void PoolCore::SweepAvailabilityLocked(Deferred& later) {
+  std::vector<bool> now_available(groups_.size(), false);
+  for (const auto& entry : conns_) {
+    if (UsableLocked(entry.second)) now_available[entry.second.group] = true;
+  }
+  bool back = false;
+  for (std::size_t g = 0; g < groups_.size(); ++g) {
+    if (now_available[g] && !groups_[g].available) back = true;
+    groups_[g].available = now_available[g];
+  }
+  if (!back || shut_down_) return;
+  Waiters waiters;
+  waiters.swap(waiters_);
+  prune_waiters_at_ = 64;
+  if (options_.breaker != nullptr) {
+    auto breaker = options_.breaker;
+    later.Add([breaker] { breaker->OnDependencyAvailable(); });
+  }
+  if (!waiters.empty()) {
+    later.Add([waiters = std::move(waiters)] {
+      for (const auto& weak : waiters) {
+        if (auto l = weak.lock()) l->OnConnectionAvailable();
+      }
+    });
   }
 }
 
 void PoolCore::MarkDrainingLocked(Conn& c, std::string why, Deferred& later) {
   c.draining = true;
+  NoteUsabilityLocked(c);
   const std::uint64_t id = c.id;
+  if (c.probation_timer != 0) {
+    clock_->Cancel(c.probation_timer);
+    c.probation_timer = 0;
+  }
   if (observer_ != nullptr) {
     auto obs = observer_;
     later.Add([obs, id, why] { obs->OnConnectionDraining(id, why); });
@@ -222,15 +492,6 @@ void PoolCore::MarkDrainingLocked(Conn& c, std::string why, Deferred& later) {
   const std::size_t group = c.group;
   MaybeRetireOrArmLocked(c, later);  // may erase c
   ReplaceIfNeededLocked(group, later);
-}
-
-void PoolCore::ReplaceIfNeededLocked(std::size_t group, Deferred& later) {
-  if (shut_down_) return;
-  const auto cap = static_cast<std::size_t>(options_.max_connections);
-  if (GroupCountLocked(group, /*live_only=*/true) == 0 &&
-      GroupCountLocked(group, /*live_only=*/false) < cap) {
-    OpenLocked(group, later);
-  }
 }
 
 void PoolCore::MaybeRetireOrArmLocked(Conn& c, Deferred& later) {
@@ -264,6 +525,7 @@ void PoolCore::OnIdleTimer(std::uint64_t id,
     if (c.idle_timer != timer || timer == 0) return;
     c.idle_timer = 0;
     if (c.picks == 0) RetireLocked(id, later);
+    SweepAvailabilityLocked(later);
   }
 }
 
@@ -271,7 +533,9 @@ void PoolCore::RetireLocked(std::uint64_t id, Deferred& later) {
   auto it = conns_.find(id);
   if (it == conns_.end()) return;
   Conn& c = it->second;
+  NoteUsabilityLocked(c, /*leaving=*/true);
   if (c.idle_timer != 0) clock_->Cancel(c.idle_timer);
+  if (c.probation_timer != 0) clock_->Cancel(c.probation_timer);
   later.Add([link = std::move(c.link)] { link->Close(); });
   conns_.erase(it);
   if (observer_ != nullptr) {
@@ -298,6 +562,7 @@ void PoolCore::OnLinkState(std::uint64_t connection_id, LinkState state) {
               [obs, connection_id] { obs->OnConnectionReady(connection_id); });
         }
       }
+      NoteUsabilityLocked(c);
     } else if (!c.draining && (c.was_ready || state == LinkState::kShutdown)) {
       MarkDrainingLocked(
           c,
@@ -305,18 +570,27 @@ void PoolCore::OnLinkState(std::uint64_t connection_id, LinkState state) {
                        LinkStateName(state),
                        c.was_ready ? " (GOAWAY or failure)" : ""),
           later);
+    } else {
+      NoteUsabilityLocked(c);
     }
+    SweepAvailabilityLocked(later);
   }
 }
 
 void PoolCore::OnLinkHealth(std::uint64_t connection_id, bool serving) {
-  if (serving) return;
   Deferred later;  // runs after the lock is released
   {
     MutexLock lock(&mu_);
     auto it = conns_.find(connection_id);
-    if (it == conns_.end() || it->second.draining) return;
-    MarkDrainingLocked(it->second, "health check reports NOT_SERVING", later);
+    if (it == conns_.end()) return;
+    Conn& c = it->second;
+    c.serving = serving;
+    if (serving) {
+      NoteUsabilityLocked(c);
+    } else if (!c.draining) {
+      MarkDrainingLocked(c, "health check reports NOT_SERVING", later);
+    }
+    SweepAvailabilityLocked(later);
   }
 }
 
@@ -324,6 +598,7 @@ ConnectionPoolStats PoolCore::Stats() {
   MutexLock lock(&mu_);
   ConnectionPoolStats s;
   s.total_opened = total_opened_;
+  s.restored = restored_;
   for (const auto& entry : conns_) {
     const Conn& c = entry.second;
     ++s.open;
@@ -356,6 +631,11 @@ void PoolCore::Shutdown() {
     MutexLock lock(&mu_);
     if (shut_down_) return;
     shut_down_ = true;
+    for (Group& g : groups_) {
+      if (g.probe_timer != 0) clock_->Cancel(g.probe_timer);
+      g.probe_timer = 0;
+    }
+    waiters_.clear();
     std::vector<std::uint64_t> ids;
     for (const auto& entry : conns_) ids.push_back(entry.first);
     for (std::uint64_t id : ids) RetireLocked(id, later);

@@ -13,9 +13,12 @@
 #define TETHER_SRC_CONNECTIONS_POOL_CORE_H_
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
+#include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -102,6 +105,9 @@ class PoolCore final : public ConnectionSource,
                const std::weak_ptr<DrainListener>& listener) override;
   void ReportDrainEnd(std::uint64_t connection_id,
                       const absl::Status& status) override;
+  void ReportUnannouncedEnd(std::uint64_t connection_id,
+                            const EndReport& report) override;
+  void NotifyWhenAvailable(std::weak_ptr<DrainListener> listener) override;
 
   // The driver's reports. Unknown or retired ids are ignored.
   void OnLinkState(std::uint64_t connection_id, LinkState state);
@@ -131,6 +137,13 @@ class PoolCore final : public ConnectionSource,
   };
   using Holders = std::map<std::weak_ptr<DrainListener>, Holder,
                            std::owner_less<std::weak_ptr<DrainListener>>>;
+  // One unannounced end after a first message (weak evidence), and the
+  // stream it came from when known (else it counts as a stream of its own).
+  struct EndMark {
+    absl::Time at;
+    std::weak_ptr<DrainListener> stream;
+    bool known = false;
+  };
   struct Conn {
     std::uint64_t id = 0;
     std::size_t group = 0;
@@ -139,11 +152,30 @@ class PoolCore final : public ConnectionSource,
     bool was_ready = false;
     bool draining = false;
     bool suspect = false;
+    bool serving = false;  // a health watch said SERVING (health_check only)
     Holders holders;
     std::size_t picks = 0;  // picks held, over all holders
     Clock::TimerId idle_timer = 0;
+    Clock::TimerId probation_timer = 0;  // while suspect
+    // Since when the connection has been usable; InfiniteFuture when not.
+    absl::Time usable_since = absl::InfiniteFuture();
+    std::deque<EndMark> ends;  // recent weak evidence, oldest first
     bool Live() const { return !draining && !suspect; }
   };
+  // The target, or one address, with its probe schedule.
+  struct Group {
+    std::string address;
+    // Opens since a connection of the group last stayed usable for
+    // `probe_max_backoff`; sets the next delay.
+    int opens_since_stable = 0;
+    // No open before this.
+    absl::Time next_open = absl::InfinitePast();
+    Clock::TimerId probe_timer = 0;
+    // Whether the group had a usable connection at the last sweep.
+    bool available = false;
+  };
+  using Waiters = std::set<std::weak_ptr<DrainListener>,
+                           std::owner_less<std::weak_ptr<DrainListener>>>;
   PoolCore(const ConnectionPoolOptions& options, ConnectionDriver* driver);
 
   // Each `...Locked` method adds what must happen after the lock (observer
@@ -151,10 +183,35 @@ class PoolCore final : public ConnectionSource,
   Conn* OpenLocked(std::size_t group, Deferred& later)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EnsureGroupsLocked(Deferred& later) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Opens a replacement when `group` has no usable connection left.
+  // Opens a replacement when `group` has no live connection left and is
+  // under the cap: now if its probe schedule allows, else from a timer.
   void ReplaceIfNeededLocked(std::size_t group, Deferred& later)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnProbeTimer(std::size_t group,
+                    const std::shared_ptr<Clock::TimerId>& cell);
+  // The jittered delay after the group's open number `opens` (0-based)
+  // since it was last stable: none after the first.
+  absl::Duration ProbeDelayLocked(int opens) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MarkDrainingLocked(Conn& c, std::string why, Deferred& later)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void MarkSuspectLocked(Conn& c, const absl::Status& status, Deferred& later)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ArmProbationLocked(Conn& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnProbationTimer(std::uint64_t id,
+                        const std::shared_ptr<Clock::TimerId>& cell);
+  // Weighs one report; true when it makes (or keeps) `c` suspect.
+  bool WeighLocked(Conn& c, const EndReport& report,
+                   const std::weak_ptr<DrainListener>& stream, bool known)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool UsableLocked(const Conn& c) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Records whether `c` is usable now (`leaving`: it is about to go); a
+  // connection that stops being usable after `probe_max_backoff` of being
+  // usable restarts its group's probe schedule.
+  void NoteUsabilityLocked(Conn& c, bool leaving = false)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Finds groups that went from no usable connection to one, and queues the
+  // waiters' `OnConnectionAvailable` and the breaker's call in `later`.
+  void SweepAvailabilityLocked(Deferred& later)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RetireLocked(std::uint64_t id, Deferred& later)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -170,15 +227,20 @@ class PoolCore final : public ConnectionSource,
 
   const ConnectionPoolOptions options_;
   ConnectionDriver* const driver_;
-  std::vector<std::string> groups_;  // the target, or each address
   std::shared_ptr<Clock> clock_;
   std::shared_ptr<ConnectionObserver> observer_;
 
   Mutex mu_;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<Group> groups_ ABSL_GUARDED_BY(mu_);  // target, or each address
   std::uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
   std::uint64_t total_opened_ ABSL_GUARDED_BY(mu_) = 0;
+  std::uint64_t restored_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<std::uint64_t, Conn> conns_ ABSL_GUARDED_BY(mu_);
+  // Registered by NotifyWhenAvailable; told once at the next transition.
+  Waiters waiters_ ABSL_GUARDED_BY(mu_);
+  std::size_t prune_waiters_at_ ABSL_GUARDED_BY(mu_) = 64;
+  std::mt19937_64 rng_ ABSL_GUARDED_BY(mu_);  // probe jitter
 };
 
 }  // namespace internal

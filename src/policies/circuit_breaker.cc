@@ -710,6 +710,16 @@ void CircuitBreaker::State::ApplySwitchesLocked() {
   TransitionLocked(want);
 }
 
+void CircuitBreaker::OnDependencyAvailable() {
+  State& s = *state_;
+  State::Deferred later;  // runs after the lock is released
+  internal::MutexLock lock(&s.mu);
+  if (s.current == BreakerState::kOpen) {
+    s.TransitionLocked(BreakerState::kHalfOpen);
+  }
+  s.ClaimDeliveryLocked(later);
+}
+
 void CircuitBreaker::SetForcedOpen(bool forced) {
   State& s = *state_;
   State::Deferred later;  // runs after the lock is released

@@ -11,6 +11,11 @@ namespace internal {
 
 absl::Duration BreakerGate::RetryDelay() const {
   constexpr absl::Duration kProbeWait = absl::Milliseconds(200);
+  // Half-open with every probe out: the probes' outcomes (close or reopen)
+  // come at any moment and nobody tells a waiting stream, so ask again
+  // shortly. Waiting for `open_until()` (the oldest probe's timeout, 30 s by
+  // default) would leave it idle long after the breaker closed.
+  if (breaker_->state() == BreakerState::kHalfOpen) return kProbeWait;
   absl::Time until = breaker_->open_until();
   absl::Time now = clock_->Now();
   if (until == absl::InfiniteFuture() || until == absl::InfinitePast() ||

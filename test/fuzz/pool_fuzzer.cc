@@ -4,9 +4,12 @@
 // `ConnectionDriver` seam: the fuzzer's driver opens fake links, and the
 // script sends picks and releases (from a few drain listeners), connectivity
 // states (IDLE/CONNECTING/READY/TRANSIENT_FAILURE/SHUTDOWN), health answers,
-// drain-end reports and clock advances. Listeners react to drain notices by
-// releasing and picking again from inside the notice, as streams do. After
-// every step the harness checks the pool's contract (see `Check`).
+// drain-end and unannounced-end reports (strong, weak, stalled; attributed
+// to a stream or not), availability registrations and clock advances
+// (which run probe, probation and idle timers). Listeners react to drain
+// notices by releasing and picking again from inside the notice, as streams
+// do. After every step the harness checks the pool's contract (see `Check`,
+// `DoPick`, and the observer and driver checks).
 //
 // Single-threaded and deterministic.
 #include <cstddef>
@@ -49,11 +52,24 @@ class Link final : public internal::Link {
   int closes = 0;
 };
 
+// Opens fake links; checks the probe pace: of three opens in a row to one
+// group, the first and the last are at least probe_initial_backoff *
+// (1 - 20 %) apart (40 ms with the defaults; two may come at once).
 class Driver final : public internal::ConnectionDriver {
  public:
+  explicit Driver(Clock* clock) : clock_(clock) {}
   std::shared_ptr<internal::Link> Open(std::uint64_t id,
                                        const std::string& address) override {
     if (links.count(id)) Fail(absl::StrCat("connection id ", id, " reused"));
+    const absl::Time now = clock_->Now();
+    std::vector<absl::Time>& opens = opens_[address];
+    if (opens.size() >= 2 &&
+        now - opens[opens.size() - 2] < absl::Milliseconds(40)) {
+      Fail(absl::StrCat("three opens to ", address, " within ",
+                        absl::FormatDuration(now - opens[opens.size() - 2]),
+                        " (probe backoff)"));
+    }
+    opens.push_back(now);
     auto link = std::make_shared<Link>();
     links[id] = link;
     group_of[id] = address;
@@ -61,6 +77,10 @@ class Driver final : public internal::ConnectionDriver {
   }
   std::map<std::uint64_t, std::shared_ptr<Link>> links;
   std::map<std::uint64_t, std::string> group_of;
+
+ private:
+  Clock* const clock_;
+  std::map<std::string, std::vector<absl::Time>> opens_;
 };
 
 // The pool's events as its observer saw them.
@@ -82,14 +102,22 @@ class Events final : public ConnectionObserver {
   }
   void OnConnectionSuspect(std::uint64_t id, const absl::Status&) override {
     if (!suspect.insert(id).second) {
-      Fail(absl::StrCat("suspect reported twice: ", id));
+      Fail(absl::StrCat("suspect reported twice without a restore: ", id));
     }
+    if (draining.count(id)) Fail(absl::StrCat("draining made suspect: ", id));
+  }
+  void OnConnectionRestored(std::uint64_t id) override {
+    if (suspect.erase(id) != 1) {
+      Fail(absl::StrCat("restored, but not suspect: ", id));
+    }
+    if (draining.count(id)) Fail(absl::StrCat("draining restored: ", id));
   }
   void OnConnectionRetired(std::uint64_t id) override {
     if (!opened.count(id)) Fail(absl::StrCat("retired, never opened: ", id));
     if (!retired.insert(id).second) Fail(absl::StrCat("retired twice: ", id));
   }
-  std::set<std::uint64_t> opened, ready, draining, suspect, retired;
+  std::set<std::uint64_t> opened, ready, draining, retired;
+  std::set<std::uint64_t> suspect;  // suspect now (not since restored)
 };
 
 class Harness;
@@ -100,8 +128,10 @@ class Listener final : public ConnectionSource::DrainListener {
   Listener(Harness* h, int index) : h_(h), index_(index) {}
   void OnConnectionDraining(std::uint64_t connection_id,
                             absl::string_view why) override;
+  void OnConnectionAvailable() override;
   std::map<std::uint64_t, int> held;  // picks per connection
   std::set<std::uint64_t> told;
+  bool registered = false;  // NotifyWhenAvailable, not yet told
 
  private:
   Harness* const h_;
@@ -111,6 +141,16 @@ class Listener final : public ConnectionSource::DrainListener {
 class Harness {
  public:
   explicit Harness(FuzzInput& in) : in_(in) {}
+
+  // Told that a connection is usable: it must be so, and only once per
+  // registration.
+  void OnAvailable(Listener& l) {
+    if (!l.registered) Fail("told of availability without a registration");
+    l.registered = false;
+    if (core_->Stats().ready == 0) {
+      Fail("told of availability with no READY usable connection");
+    }
+  }
 
   void Run() {
     ConnectionPoolOptions o;
@@ -124,6 +164,9 @@ class Harness {
     o.idle_timeout =
         (b & 2) ? absl::InfiniteDuration() : absl::Seconds(1 + in_.Byte() % 30);
     o.health_check = (b & 4) != 0;
+    o.suspect_after_ends = 1 + in_.Byte() % 3;
+    o.suspect_probation =
+        (b & 8) ? absl::InfiniteDuration() : absl::Seconds(1 + in_.Byte() % 60);
     o.clock = clock_;
     o.observer = events_;
     if (!Validate(o).ok()) Fail(Validate(o).ToString());
@@ -189,7 +232,18 @@ class Harness {
       Fail(absl::StrCat("pick returned draining connection ", id));
     }
     if (events_->suspect.count(id)) {
-      Fail(absl::StrCat("pick returned suspect connection ", id));
+      // Only as a last resort: no connection that is neither draining nor
+      // suspect exists (and none could be opened).
+      ConnectionPoolStats s = core_->Stats();
+      if (s.open != s.draining + s.suspect) {
+        Fail(absl::StrCat("pick returned suspect connection ", id, " while ",
+                          s.open - s.draining - s.suspect,
+                          " other(s) could take it"));
+      }
+      if (!core_->IsConnected(id)) {
+        Fail(absl::StrCat("pick returned suspect connection ", id,
+                          " that is not READY"));
+      }
     }
     ++l.held[id];
   }
@@ -216,7 +270,7 @@ class Harness {
   }
 
   void Step() {
-    const std::uint8_t op = in_.Byte() % 10;
+    const std::uint8_t op = in_.Byte() % 13;
     switch (op) {
       case 0:
       case 1:
@@ -262,6 +316,41 @@ class Harness {
       case 9:
         (void)core_->Stats();
         return;
+      case 10: {
+        // A stream's unannounced end: release (maybe), then report.
+        Listener& l = *listeners_[in_.Byte() % listeners_.size()];
+        const std::uint8_t how = in_.Byte();
+        std::uint64_t id = AnyId();
+        if (how & 1) {
+          for (auto& [held_id, n] : l.held) {
+            if (n > 0) {
+              id = held_id;
+              Release(l, id);
+              break;
+            }
+          }
+        }
+        ConnectionSource::EndReport r;
+        r.status = absl::UnavailableError("fuzz: ended");
+        r.before_first_message = (how & 2) != 0;
+        r.stalled = (how & 4) != 0;
+        core_->ReportUnannouncedEnd(id, r);
+        return;
+      }
+      case 11: {
+        Listener& l = *listeners_[in_.Byte() % listeners_.size()];
+        l.registered = true;
+        core_->NotifyWhenAvailable(
+            std::static_pointer_cast<ConnectionSource::DrainListener>(Self(l)));
+        return;
+      }
+      case 12: {
+        const absl::Duration d[] = {absl::Milliseconds(1),
+                                    absl::Milliseconds(50),
+                                    absl::Milliseconds(300)};
+        clock_->AdvanceBy(d[in_.Byte() % 3]);
+        return;
+      }
     }
   }
 
@@ -327,7 +416,7 @@ class Harness {
   std::shared_ptr<testing::FakeClock> clock_ =
       std::make_shared<testing::FakeClock>();
   std::shared_ptr<Events> events_ = std::make_shared<Events>();
-  Driver driver_;
+  Driver driver_{clock_.get()};
   std::shared_ptr<PoolCore> core_;
   std::vector<std::shared_ptr<Listener>> listeners_;
   std::size_t max_connections_ = 0;
@@ -339,6 +428,8 @@ void Listener::OnConnectionDraining(std::uint64_t connection_id,
   h_->OnTold(*this, connection_id);
   (void)index_;
 }
+
+void Listener::OnConnectionAvailable() { h_->OnAvailable(*this); }
 
 }  // namespace
 }  // namespace fuzz

@@ -17,6 +17,7 @@
 #include "gtest/gtest.h"
 #include "tether/backoff.h"
 #include "tether/circuit_breaker.h"
+#include "tether/internal/breaker_gate.h"
 #include "tether/reconnecting_stream.h"
 #include "tether/testing/fake_clock.h"
 #include "tether/testing/fake_transport.h"
@@ -187,6 +188,32 @@ constexpr char BreakerStreamTest::kName[];
 // old pod again (which fails them before their first message, as a server
 // that cancels before its GOAWAY does). A breaker that trips on a single
 // failure still never moves.
+// A stream refused by a half-open breaker whose probes are all out asks
+// again shortly: the probes may close it any moment, and nothing tells the
+// stream. Waiting for the oldest probe's timeout (30 s) would leave it idle
+// long after the breaker closed.
+TEST(BreakerGateTest, HalfOpenWithEveryProbeOutRetriesShortly) {
+  auto clock = std::make_shared<testing::FakeClock>();
+  CircuitBreakerOptions o;
+  o.window_size = 1;
+  o.minimum_calls = 1;
+  o.break_duration = absl::Seconds(1);
+  o.break_jitter = 0;
+  o.half_open_permits = 1;
+  auto breaker = *CircuitBreaker::Create(o, clock, 1);
+  internal::BreakerGate gate(breaker, clock);
+  auto first = gate.Acquire();
+  ASSERT_TRUE(first.ok());
+  gate.Record(*std::move(first), Outcome::kFailure, absl::UnavailableError(""));
+  EXPECT_EQ(gate.RetryDelay(), absl::Seconds(1));  // open: the break's end
+  clock->AdvanceBy(absl::Seconds(1));
+  auto probe = gate.Acquire();
+  ASSERT_TRUE(probe.ok());
+  EXPECT_FALSE(gate.Acquire().ok());  // every probe is out
+  EXPECT_EQ(breaker->open_until(), clock->Now() + absl::Seconds(30));
+  EXPECT_EQ(gate.RetryDelay(), absl::Milliseconds(200));
+}
+
 TEST_F(BreakerStreamTest, SixtyFourDrainEndsAtOnceLeaveItClosed) {
   constexpr int kStreams = 64;
   MakeBreaker(/*probes=*/2, /*consecutive=*/1, /*minimum=*/1);

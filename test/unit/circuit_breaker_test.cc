@@ -524,6 +524,78 @@ TEST_F(CircuitBreakerTest, TimerMovesOpenToHalfOpenAndTellsListeners) {
   EXPECT_EQ(b->open_until(), absl::InfinitePast());
 }
 
+TEST_F(CircuitBreakerTest, DependencyAvailableTurnsOpenHalfOpenAtOnce) {
+  auto b = Make(TripOnFirstFailure());
+  TransitionLog log;
+  b->AddListener(log.Listener());
+  Call(*b, Outcome::kFailure);
+  ASSERT_EQ(b->state(), kOpen);
+  EXPECT_EQ(clock_->PendingTimers(), 1u);  // the break timer
+  const std::uint64_t before = b->counts().transitions;
+  b->OnDependencyAvailable();  // long before the break ends
+  EXPECT_EQ(b->state(), kHalfOpen);
+  EXPECT_EQ(b->counts().transitions, before + 1);
+  EXPECT_EQ(b->open_until(), absl::InfinitePast());
+  EXPECT_EQ(clock_->PendingTimers(), 0u);  // the break timer is cancelled
+  EXPECT_THAT(log.Get(),
+              ElementsAre(Pair(kClosed, kOpen), Pair(kOpen, kHalfOpen)));
+  // The probes decide, as after a break: all succeed, it closes.
+  auto p1 = b->TryAcquire();
+  auto p2 = b->TryAcquire();
+  ASSERT_TRUE(p1.ok() && p2.ok());
+  EXPECT_TRUE(p1->is_probe());
+  b->Record(*std::move(p1), Outcome::kSuccess);
+  b->Record(*std::move(p2), Outcome::kSuccess);
+  EXPECT_EQ(b->state(), kClosed);
+}
+
+TEST_F(CircuitBreakerTest, DependencyAvailableLeavesOtherStatesAlone) {
+  auto b = Make(TripOnFirstFailure());
+  TransitionLog log;
+  b->AddListener(log.Listener());
+  b->OnDependencyAvailable();  // closed
+  EXPECT_EQ(b->state(), kClosed);
+  EXPECT_EQ(b->counts().transitions, 0u);
+
+  Call(*b, Outcome::kFailure);  // open
+  b->OnDependencyAvailable();   // half-open
+  auto probe = b->TryAcquire();
+  ASSERT_TRUE(probe.ok());
+  const std::uint64_t half_open_transitions = b->counts().transitions;
+  b->OnDependencyAvailable();  // half-open: unchanged, probe still counts
+  EXPECT_EQ(b->state(), kHalfOpen);
+  EXPECT_EQ(b->counts().transitions, half_open_transitions);
+  EXPECT_TRUE(probe->valid());
+
+  b->SetForcedOpen(true);
+  b->OnDependencyAvailable();
+  EXPECT_EQ(b->state(), kForcedOpen);
+  b->SetForcedOpen(false);
+  b->SetDisabled(true);
+  b->OnDependencyAvailable();
+  EXPECT_EQ(b->state(), kDisabled);
+  EXPECT_THAT(
+      log.Get(),
+      ElementsAre(Pair(kClosed, kOpen), Pair(kOpen, kHalfOpen),
+                  Pair(kHalfOpen, kForcedOpen), Pair(kForcedOpen, kClosed),
+                  Pair(kClosed, kDisabled)));
+}
+
+TEST_F(CircuitBreakerTest, ListenerMayCallBackFromDependencyAvailable) {
+  auto b = Make(TripOnFirstFailure());
+  std::atomic<int> calls{0};
+  b->AddListener([&](BreakerState, BreakerState to) {
+    if (to == kHalfOpen) {
+      ++calls;
+      b->OnDependencyAvailable();  // would deadlock under the breaker lock
+      EXPECT_TRUE(b->TryAcquire().ok());
+    }
+  });
+  Call(*b, Outcome::kFailure);
+  b->OnDependencyAvailable();
+  EXPECT_EQ(calls.load(), 1);
+}
+
 // A clock whose timers never fire: only the lazy path can move the breaker.
 class NoTimerClock final : public Clock {
  public:

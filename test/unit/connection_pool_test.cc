@@ -4,6 +4,7 @@
 #include "tether/connection_pool.h"
 
 #include <atomic>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -18,6 +19,7 @@
 #include "connections/pool_health_codec.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tether/circuit_breaker.h"
 #include "tether/testing/fake_clock.h"
 #include "tether/transport.h"
 
@@ -89,6 +91,10 @@ class Listener final : public DrainListener {
     }
     if (hook_) hook_(id);
   }
+  void OnConnectionAvailable() override {
+    ++available;
+    if (available_hook_) available_hook_();
+  }
   std::vector<std::uint64_t> calls() {
     std::lock_guard<std::mutex> lock(mu_);
     return calls_;
@@ -98,6 +104,8 @@ class Listener final : public DrainListener {
     return last_why_;
   }
   std::function<void(std::uint64_t)> hook_;
+  std::function<void()> available_hook_;
+  std::atomic<int> available{0};
 
  private:
   std::mutex mu_;
@@ -121,6 +129,9 @@ class RecordingObserver final : public ConnectionObserver {
   }
   void OnConnectionRetired(std::uint64_t id) override {
     Add(absl::StrCat("retired ", id));
+  }
+  void OnConnectionRestored(std::uint64_t id) override {
+    Add(absl::StrCat("restored ", id));
   }
   std::vector<std::string> events() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -151,12 +162,23 @@ class PoolCoreTest : public ::testing::Test {
     o.max_connections = max_connections;
     Make(std::move(o));
   }
+  // Connection `id` is READY and stays usable long enough (>= the probe
+  // backoff's max) to count as healthy: losing it is replaced at once.
+  void Serve(std::uint64_t id) {
+    core_->OnLinkState(id, LinkState::kReady);
+    clock_->AdvanceBy(absl::Seconds(1));
+  }
   std::uint64_t MustPick(const std::shared_ptr<Listener>& l) {
     auto pick = core_->Pick(l);
     EXPECT_TRUE(pick.ok()) << pick.status();
     return pick.ok() ? pick->connection_id : 0;
   }
 
+ public:
+  testing::FakeClock* clock() { return clock_.get(); }
+  FakeDriver* driver() { return &driver_; }
+
+ protected:
   std::shared_ptr<testing::FakeClock> clock_ =
       std::make_shared<testing::FakeClock>();
   std::shared_ptr<RecordingObserver> observer_ =
@@ -237,6 +259,127 @@ TEST(ConnectionPoolOptionsTest, InvalidOptionsAreRejected) {
   }
 }
 
+TEST(ConnectionPoolOptionsTest, ProbeAndSuspectDefaults) {
+  ConnectionPoolOptions o;
+  EXPECT_EQ(o.probe_initial_backoff, absl::Milliseconds(50));
+  EXPECT_EQ(o.probe_max_backoff, absl::Milliseconds(300));
+  EXPECT_EQ(o.suspect_after_ends, 3);
+  EXPECT_EQ(o.suspect_end_window, absl::Seconds(1));
+  EXPECT_EQ(o.suspect_probation, absl::Seconds(30));
+  EXPECT_EQ(o.breaker, nullptr);
+}
+
+TEST(ConnectionPoolOptionsTest, ProbeAndSuspectOutOfRangeAreRejected) {
+  struct Case {
+    const char* name;
+    std::function<void(ConnectionPoolOptions&)> mutate;
+    const char* field;
+  };
+  const std::vector<Case> cases = {
+      {"initial 0",
+       [](ConnectionPoolOptions& o) {
+         o.probe_initial_backoff = absl::ZeroDuration();
+       },
+       "probe_initial_backoff"},
+      {"initial below 1ms",
+       [](ConnectionPoolOptions& o) {
+         o.probe_initial_backoff = absl::Microseconds(999);
+       },
+       "probe_initial_backoff"},
+      {"initial negative",
+       [](ConnectionPoolOptions& o) {
+         o.probe_initial_backoff = -absl::Seconds(1);
+       },
+       "probe_initial_backoff"},
+      {"initial above max",
+       [](ConnectionPoolOptions& o) {
+         o.probe_initial_backoff = absl::Milliseconds(301);
+       },
+       "probe_initial_backoff"},
+      {"max above 1h",
+       [](ConnectionPoolOptions& o) {
+         o.probe_max_backoff = absl::Hours(1) + absl::Milliseconds(1);
+       },
+       "probe_max_backoff"},
+      {"max infinite",
+       [](ConnectionPoolOptions& o) {
+         o.probe_max_backoff = absl::InfiniteDuration();
+       },
+       "probe_max_backoff"},
+      {"ends 0", [](ConnectionPoolOptions& o) { o.suspect_after_ends = 0; },
+       "suspect_after_ends"},
+      {"ends negative",
+       [](ConnectionPoolOptions& o) { o.suspect_after_ends = -3; },
+       "suspect_after_ends"},
+      {"ends huge",
+       [](ConnectionPoolOptions& o) { o.suspect_after_ends = 10001; },
+       "suspect_after_ends"},
+      {"ends int max",
+       [](ConnectionPoolOptions& o) {
+         o.suspect_after_ends = std::numeric_limits<int>::max();
+       },
+       "suspect_after_ends"},
+      {"window 0",
+       [](ConnectionPoolOptions& o) {
+         o.suspect_end_window = absl::ZeroDuration();
+       },
+       "suspect_end_window"},
+      {"window infinite",
+       [](ConnectionPoolOptions& o) {
+         o.suspect_end_window = absl::InfiniteDuration();
+       },
+       "suspect_end_window"},
+      {"window above 1h",
+       [](ConnectionPoolOptions& o) { o.suspect_end_window = absl::Hours(2); },
+       "suspect_end_window"},
+      {"probation 0",
+       [](ConnectionPoolOptions& o) {
+         o.suspect_probation = absl::ZeroDuration();
+       },
+       "suspect_probation"},
+      {"probation negative",
+       [](ConnectionPoolOptions& o) {
+         o.suspect_probation = -absl::Seconds(1);
+       },
+       "suspect_probation"},
+      {"probation above 24h",
+       [](ConnectionPoolOptions& o) {
+         o.suspect_probation = absl::Hours(24) + absl::Seconds(1);
+       },
+       "suspect_probation"},
+  };
+  for (const Case& c : cases) {
+    ConnectionPoolOptions o;
+    o.target = "localhost:1";
+    c.mutate(o);
+    absl::Status s = Validate(o);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << c.name;
+    EXPECT_THAT(std::string(s.message()), HasSubstr(c.field)) << c.name;
+    EXPECT_EQ(ConnectionPool::Create(std::move(o)).status().code(),
+              absl::StatusCode::kInvalidArgument)
+        << c.name;
+  }
+}
+
+TEST(ConnectionPoolOptionsTest, ProbeAndSuspectExtremesAreValid) {
+  ConnectionPoolOptions o;
+  o.target = "localhost:1";
+  o.probe_initial_backoff = absl::Milliseconds(1);
+  o.probe_max_backoff = absl::Milliseconds(1);
+  o.suspect_after_ends = 1;
+  o.suspect_end_window = absl::Nanoseconds(1);
+  o.suspect_probation = absl::Nanoseconds(1);
+  EXPECT_TRUE(Validate(o).ok()) << Validate(o);
+  o.probe_max_backoff = absl::Hours(1);
+  o.probe_initial_backoff = absl::Hours(1);
+  o.suspect_after_ends = 10000;
+  o.suspect_end_window = absl::Hours(1);
+  o.suspect_probation = absl::Hours(24);
+  EXPECT_TRUE(Validate(o).ok()) << Validate(o);
+  o.suspect_probation = absl::InfiniteDuration();
+  EXPECT_TRUE(Validate(o).ok()) << Validate(o);
+}
+
 TEST(ConnectionPoolOptionsTest, InfiniteIdleAndKeepaliveAreValid) {
   ConnectionPoolOptions o;
   o.target = "localhost:1";
@@ -301,7 +444,7 @@ TEST_F(PoolCoreTest, ReadyPreferredOverConnecting) {
 
 TEST_F(PoolCoreTest, DrainingConnectionNeverPickedAndListenersToldOnce) {
   MakeTarget();
-  core_->OnLinkState(1, LinkState::kReady);
+  Serve(1);
   auto a = std::make_shared<Listener>();
   auto b = std::make_shared<Listener>();
   EXPECT_EQ(MustPick(a), 1u);
@@ -316,7 +459,7 @@ TEST_F(PoolCoreTest, DrainingConnectionNeverPickedAndListenersToldOnce) {
 
   // Later changes on the draining connection tell nobody again.
   core_->OnLinkState(1, LinkState::kConnecting);
-  core_->OnLinkState(1, LinkState::kReady);
+  Serve(1);
   core_->OnLinkState(1, LinkState::kTransientFailure);
   EXPECT_THAT(a->calls(), ElementsAre(1u));
   EXPECT_THAT(b->calls(), ElementsAre(1u));
@@ -341,7 +484,7 @@ TEST_F(PoolCoreTest, DrainingConnectionNeverPickedAndListenersToldOnce) {
 
 TEST_F(PoolCoreTest, BurstOfEightMovesSharesOneReplacement) {
   MakeTarget();
-  core_->OnLinkState(1, LinkState::kReady);
+  Serve(1);
   std::vector<std::shared_ptr<Listener>> ls;
   std::mutex mu;
   std::vector<std::uint64_t> moved_to;
@@ -374,7 +517,7 @@ TEST_F(PoolCoreTest, BurstOfEightMovesSharesOneReplacement) {
 
 TEST_F(PoolCoreTest, SuspectNeverPickedAndOthersKeepRunning) {
   MakeTarget();
-  core_->OnLinkState(1, LinkState::kReady);
+  Serve(1);
   auto a = std::make_shared<Listener>();
   auto b = std::make_shared<Listener>();
   EXPECT_EQ(MustPick(a), 1u);
@@ -397,7 +540,7 @@ TEST_F(PoolCoreTest, SuspectNeverPickedAndOthersKeepRunning) {
 
 TEST_F(PoolCoreTest, SuspectThatLeavesReadyBecomesDraining) {
   MakeTarget();
-  core_->OnLinkState(1, LinkState::kReady);
+  Serve(1);
   auto a = std::make_shared<Listener>();
   EXPECT_EQ(MustPick(a), 1u);
   core_->ReportDrainEnd(1, absl::UnavailableError("x"));
@@ -421,7 +564,7 @@ TEST_F(PoolCoreTest, DrainEndOnConnectionNotReadyIsIgnored) {
 
 TEST_F(PoolCoreTest, SuspectWithNoPicksIsRetiredAtOnce) {
   MakeTarget();
-  core_->OnLinkState(1, LinkState::kReady);
+  Serve(1);
   auto a = std::make_shared<Listener>();
   EXPECT_EQ(MustPick(a), 1u);
   core_->Release(1, a);  // the stream released before reporting
@@ -432,13 +575,13 @@ TEST_F(PoolCoreTest, SuspectWithNoPicksIsRetiredAtOnce) {
 
 TEST_F(PoolCoreTest, CapHoldsAndAllDrainingGivesUnavailable) {
   MakeTarget(/*max_connections=*/2);
-  core_->OnLinkState(1, LinkState::kReady);
+  Serve(1);
   auto a = std::make_shared<Listener>();
   auto b = std::make_shared<Listener>();
   EXPECT_EQ(MustPick(a), 1u);
   core_->OnLinkState(1, LinkState::kIdle);  // draining, replacement 2
   EXPECT_EQ(driver_.opened(), 2u);
-  core_->OnLinkState(2, LinkState::kReady);
+  Serve(2);
   EXPECT_EQ(MustPick(b), 2u);
   core_->OnLinkState(2, LinkState::kIdle);  // draining; at the cap
   EXPECT_EQ(driver_.opened(), 2u);
@@ -533,7 +676,7 @@ TEST_F(PoolCoreTest, InfiniteIdleTimeoutKeepsConnections) {
 
 TEST_F(PoolCoreTest, HealthNotServingDrainsLikeGoaway) {
   MakeTarget();
-  core_->OnLinkState(1, LinkState::kReady);
+  Serve(1);
   auto l = std::make_shared<Listener>();
   EXPECT_EQ(MustPick(l), 1u);
   core_->OnLinkHealth(1, true);
@@ -555,14 +698,25 @@ TEST_F(PoolCoreTest, ShutdownNeverReadyConnectionIsReplaced) {
   EXPECT_TRUE(l->calls().empty());
   core_->OnLinkState(1, LinkState::kShutdown);
   EXPECT_THAT(l->calls(), ElementsAre(1u));
-  EXPECT_EQ(MustPick(l), 2u);
+  EXPECT_EQ(MustPick(l), 2u);  // the first replacement comes at once
+  // 2 fails the same way: never usable, so its replacement waits for the
+  // probe backoff (50 ms +- 20 %), and picks say so meanwhile.
+  core_->OnLinkState(2, LinkState::kShutdown);
+  auto early = core_->Pick(l);
+  EXPECT_EQ(early.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(early.status().message()),
+              HasSubstr("probe backoff"));
+  EXPECT_EQ(driver_.opened(), 2u);
+  clock_->AdvanceBy(absl::Milliseconds(60));
+  EXPECT_EQ(driver_.opened(), 3u);  // opened by the probe timer
+  EXPECT_EQ(MustPick(l), 3u);
 }
 
 TEST_F(PoolCoreTest, StatsCountEachKind) {
   ConnectionPoolOptions o;
   o.addresses = {"a:1", "b:1", "c:1"};
   Make(std::move(o));
-  for (std::uint64_t id : {1, 2, 3}) core_->OnLinkState(id, LinkState::kReady);
+  for (std::uint64_t id : {1, 2, 3}) Serve(id);
   auto l = std::make_shared<Listener>();
   EXPECT_EQ(MustPick(l), 1u);
   EXPECT_EQ(MustPick(l), 2u);
@@ -636,6 +790,56 @@ TEST_F(PoolCoreTest, ConcurrentPicksAndDrainsKeepInvariants) {
   EXPECT_EQ(s.picks, 0u);
   EXPECT_EQ(s.draining + s.suspect, 0u);  // all released, so all retired
   EXPECT_LE(s.open, 4u);
+}
+
+// The new paths (evidence reports, availability waiters, probe and
+// probation timers) from several threads at once. Run under TSan.
+TEST_F(PoolCoreTest, ConcurrentReportsWaitersAndTimersKeepInvariants) {
+  ConnectionPoolOptions o;
+  o.addresses = {"a:1", "b:1"};
+  o.max_connections = 3;
+  o.health_check = true;
+  o.suspect_probation = absl::Milliseconds(200);
+  Make(std::move(o));
+  constexpr int kThreads = 3;
+  constexpr int kRounds = 300;
+  std::atomic<bool> stop{false};
+  std::atomic<int> available{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      auto l = std::make_shared<Listener>();
+      l->available_hook_ = [&] { ++available; };
+      for (int i = 0; i < kRounds; ++i) {
+        core_->NotifyWhenAvailable(l);
+        auto pick = core_->Pick(l);
+        if (!pick.ok()) continue;
+        core_->Release(pick->connection_id, l);
+        ConnectionSource::EndReport r;
+        r.status = absl::UnavailableError("x");
+        r.before_first_message = (i + t) % 5 == 0;
+        core_->ReportUnannouncedEnd(pick->connection_id, r);
+      }
+    });
+  }
+  std::thread states([&] {
+    std::uint64_t id = 1;
+    while (!stop.load()) {
+      core_->OnLinkState(id, LinkState::kReady);
+      core_->OnLinkHealth(id, id % 3 != 0);
+      clock_->AdvanceBy(absl::Milliseconds(20));
+      if (id % 2 == 0) core_->OnLinkState(id, LinkState::kIdle);
+      id = 1 + (id % core_->Stats().total_opened);
+    }
+  });
+  for (auto& th : threads) th.join();
+  stop = true;
+  states.join();
+  ConnectionPoolStats s = core_->Stats();
+  EXPECT_EQ(s.picks, 0u);
+  EXPECT_EQ(s.draining + s.suspect, 0u);  // all released: all retired
+  EXPECT_LE(s.open, 6u);                  // 3 per address
+  clock_->AdvanceBy(absl::Hours(1));
 }
 
 TEST_F(PoolCoreTest, IsConnectedIffReady) {
@@ -759,8 +963,8 @@ TEST_F(PoolCoreTest, ObserverMayCallBackFromEveryCallbackAndDropTheOwner) {
 
   RunBounded([&] {
     core_->Start();  // opened 1, 2
-    core_->OnLinkState(1, LinkState::kReady);
-    core_->OnLinkState(2, LinkState::kReady);
+    Serve(1);
+    Serve(2);
     auto l = std::make_shared<Listener>();
     l->hook_ = [&](std::uint64_t id) {  // a listener calling back too
       EXPECT_GE(core_->Stats().draining, 1u);
@@ -776,7 +980,7 @@ TEST_F(PoolCoreTest, ObserverMayCallBackFromEveryCallbackAndDropTheOwner) {
     // owner from the first of those callbacks. The timer holds the core
     // for the length of its call.
     observer->drop_on_retire_ = &core_;
-    clock_->AdvanceBy(o.idle_timeout);
+    clock_->AdvanceBy(o.idle_timeout + absl::Seconds(1));
   });
 
   EXPECT_EQ(core_, nullptr);
@@ -787,6 +991,442 @@ TEST_F(PoolCoreTest, ObserverMayCallBackFromEveryCallbackAndDropTheOwner) {
   EXPECT_EQ(observer->count("suspect"), 1);
   EXPECT_GE(observer->count("retired"), 3);
   clock_->AdvanceBy(absl::Hours(1));  // timers of the dead core do nothing
+}
+
+// --- Probe backoff: no storms --------------------------------------------
+
+// Runs `seconds` of simulated time in 5 ms steps. Each connection the pool
+// opens gets `react(id)` once, at the step it appears (the server's answer
+// to it); `each_step` runs every step. Returns the opens per simulated
+// second (the first connection counts in second 0).
+std::vector<int> RunSimulated(
+    PoolCoreTest* t, int seconds, std::uint64_t* handled,
+    const std::function<void(std::uint64_t)>& react,
+    const std::function<void()>& each_step = nullptr) {
+  std::vector<int> per_second(static_cast<std::size_t>(seconds), 0);
+  const absl::Time start = t->clock()->Now();
+  while (t->clock()->Now() - start < absl::Seconds(seconds)) {
+    while (*handled < t->driver()->opened()) {
+      ++*handled;
+      const auto second = static_cast<std::size_t>(
+          absl::ToInt64Seconds(t->clock()->Now() - start));
+      ++per_second[second];
+      react(*handled);
+    }
+    if (each_step) each_step();
+    t->clock()->AdvanceBy(absl::Milliseconds(5));
+  }
+  return per_second;
+}
+
+// With the defaults (two at once, then 50 ms, x1.6, max 300 ms, +-20 %)
+// the first second holds at most 8 opens (0, 0, 40, 104, 206, 370, 610,
+// 850 ms at the least) and every later one at most 5 (at least 240 ms
+// apart), yet at least 2: the pool keeps probing.
+void ExpectProbePace(const std::vector<int>& per_second) {
+  ASSERT_FALSE(per_second.empty());
+  EXPECT_LE(per_second[0], 8);
+  for (std::size_t i = 1; i < per_second.size(); ++i) {
+    EXPECT_LE(per_second[i], 5) << "second " << i;
+    EXPECT_GE(per_second[i], 2) << "second " << i;
+  }
+}
+
+TEST_F(PoolCoreTest, NotServingWithNoStreamsOpensAtTheProbePace) {
+  ConnectionPoolOptions o;
+  o.target = "svc:1";
+  o.health_check = true;
+  Make(std::move(o));
+  std::uint64_t handled = 0;
+  auto per_second = RunSimulated(this, 10, &handled, [&](std::uint64_t id) {
+    core_->OnLinkState(id, LinkState::kReady);
+    core_->OnLinkHealth(id, /*serving=*/false);
+  });
+  ExpectProbePace(per_second);
+  EXPECT_LE(core_->Stats().open, 1u);
+}
+
+TEST_F(PoolCoreTest, GoawayAtAcceptOpensAtTheProbePace) {
+  MakeTarget();
+  std::uint64_t handled = 0;
+  auto l = std::make_shared<Listener>();
+  auto per_second = RunSimulated(
+      this, 10, &handled,
+      [&](std::uint64_t id) {
+        core_->OnLinkState(id, LinkState::kConnecting);
+        core_->OnLinkState(id, LinkState::kReady);
+        core_->OnLinkState(id, LinkState::kIdle);  // GOAWAY at once
+      },
+      [&] {
+        // A stream retrying every step: picks never open connections.
+        auto pick = core_->Pick(l);
+        if (pick.ok()) core_->Release(pick->connection_id, l);
+      });
+  ExpectProbePace(per_second);
+}
+
+TEST_F(PoolCoreTest, ShutdownBeforeReadyOpensAtTheProbePace) {
+  MakeTarget();
+  std::uint64_t handled = 0;
+  auto per_second = RunSimulated(this, 10, &handled, [&](std::uint64_t id) {
+    core_->OnLinkState(id, LinkState::kConnecting);
+    core_->OnLinkState(id, LinkState::kTransientFailure);
+    core_->OnLinkState(id, LinkState::kShutdown);
+  });
+  ExpectProbePace(per_second);
+}
+
+TEST_F(PoolCoreTest, FailingToConnectNeverOpensMoreWhateverTheStreamsDo) {
+  MakeTarget();
+  std::vector<std::shared_ptr<Listener>> streams;
+  for (int i = 0; i < 50; ++i) streams.push_back(std::make_shared<Listener>());
+  std::uint64_t handled = 0;
+  auto per_second = RunSimulated(
+      this, 10, &handled,
+      [&](std::uint64_t id) {
+        core_->OnLinkState(id, LinkState::kConnecting);
+        core_->OnLinkState(id, LinkState::kTransientFailure);
+      },
+      [&] {
+        // Every stream's call fails at once: UNAVAILABLE before any message.
+        for (auto& s : streams) {
+          auto pick = core_->Pick(s);
+          ASSERT_TRUE(pick.ok()) << pick.status();
+          core_->Release(pick->connection_id, s);
+          ConnectionSource::EndReport r;
+          r.status = absl::UnavailableError("failed to connect");
+          r.before_first_message = true;
+          core_->ReportUnannouncedEnd(pick->connection_id, r);
+        }
+      });
+  // gRPC retries the one connection itself (on the probe schedule, set by
+  // the driver); the pool opens nothing more.
+  EXPECT_EQ(driver_.opened(), 1u);
+  EXPECT_EQ(per_second[0], 1);
+  EXPECT_EQ(core_->Stats().suspect, 0u);
+}
+
+TEST_F(PoolCoreTest, HealthyConnectionLostIsReplacedAtOnceAfterAStorm) {
+  ConnectionPoolOptions o;
+  o.target = "svc:1";
+  o.health_check = true;
+  Make(std::move(o));
+  auto waiter = std::make_shared<Listener>();
+  core_->NotifyWhenAvailable(waiter);
+  bool serving = false;
+  absl::Time told_at = absl::InfiniteFuture();
+  waiter->available_hook_ = [&] { told_at = clock_->Now(); };
+  std::uint64_t handled = 0;
+  RunSimulated(this, 4, &handled, [&](std::uint64_t id) {
+    core_->OnLinkState(id, LinkState::kReady);
+    core_->OnLinkHealth(id, serving);
+  });
+  EXPECT_EQ(waiter->available.load(), 0);
+  // The dependency serves again: the next probe finds it, and the waiter
+  // hears of it within one probe interval (300 ms + 20 %).
+  serving = true;
+  const absl::Time back = clock_->Now();
+  RunSimulated(this, 1, &handled, [&](std::uint64_t id) {
+    core_->OnLinkState(id, LinkState::kReady);
+    core_->OnLinkHealth(id, serving);
+  });
+  EXPECT_EQ(waiter->available.load(), 1);
+  EXPECT_LE(told_at - back, absl::Milliseconds(360 + 5));
+  // Usable for 1 s: a healthy connection again, so losing it to a GOAWAY
+  // is replaced at once (make before break), not after a backoff.
+  const std::size_t before = driver_.opened();
+  core_->OnLinkState(handled, LinkState::kIdle);
+  EXPECT_EQ(driver_.opened(), before + 1);
+}
+
+// --- NotifyWhenAvailable and the breaker ---------------------------------
+
+TEST_F(PoolCoreTest, WaitersAreToldOnceWhenAConnectionBecomesUsable) {
+  MakeTarget();
+  core_->OnLinkState(1, LinkState::kConnecting);
+  auto a = std::make_shared<Listener>();
+  auto b = std::make_shared<Listener>();
+  auto gone = std::make_shared<Listener>();
+  core_->NotifyWhenAvailable(a);
+  core_->NotifyWhenAvailable(a);  // twice: still told once
+  core_->NotifyWhenAvailable(b);
+  core_->NotifyWhenAvailable(gone);
+  gone.reset();
+  // Told with no pool lock held: a waiter picks from inside the call.
+  std::uint64_t picked = 0;
+  a->available_hook_ = [&] {
+    auto pick = core_->Pick(a);
+    ASSERT_TRUE(pick.ok());
+    picked = pick->connection_id;
+  };
+  core_->OnLinkState(1, LinkState::kTransientFailure);
+  EXPECT_EQ(a->available.load(), 0);
+  core_->OnLinkState(1, LinkState::kReady);
+  EXPECT_EQ(a->available.load(), 1);
+  EXPECT_EQ(b->available.load(), 1);
+  EXPECT_EQ(picked, 1u);
+  // One-shot: the next transition tells only those registered again.
+  clock_->AdvanceBy(absl::Seconds(1));
+  core_->NotifyWhenAvailable(b);
+  core_->OnLinkState(1, LinkState::kIdle);  // draining; 2 replaces it
+  core_->OnLinkState(2, LinkState::kReady);
+  EXPECT_EQ(a->available.load(), 1);
+  EXPECT_EQ(b->available.load(), 2);
+}
+
+TEST_F(PoolCoreTest, RegisteringWhileUsableWaitsForTheNextTransition) {
+  MakeTarget();
+  Serve(1);
+  auto a = std::make_shared<Listener>();
+  core_->NotifyWhenAvailable(a);
+  core_->OnLinkState(1, LinkState::kReady);  // no change
+  EXPECT_EQ(a->available.load(), 0);
+  core_->OnLinkState(1, LinkState::kIdle);   // none usable; 2 opened
+  core_->OnLinkState(2, LinkState::kReady);  // usable again
+  EXPECT_EQ(a->available.load(), 1);
+}
+
+TEST_F(PoolCoreTest, HealthCheckedConnectionIsAvailableOnlyWhenServing) {
+  ConnectionPoolOptions o;
+  o.target = "svc:1";
+  o.health_check = true;
+  Make(std::move(o));
+  auto a = std::make_shared<Listener>();
+  core_->NotifyWhenAvailable(a);
+  core_->OnLinkState(1, LinkState::kReady);
+  EXPECT_EQ(a->available.load(), 0);  // no health answer yet
+  core_->OnLinkHealth(1, /*serving=*/true);
+  EXPECT_EQ(a->available.load(), 1);
+}
+
+TEST_F(PoolCoreTest, AnAddressComingBackTellsWaitersAndSuspectsDoNotCount) {
+  ConnectionPoolOptions o;
+  o.addresses = {"a:1", "b:1"};
+  Make(std::move(o));
+  Serve(1);
+  auto w = std::make_shared<Listener>();
+  core_->NotifyWhenAvailable(w);
+  core_->OnLinkState(2, LinkState::kReady);  // group b: none -> one
+  EXPECT_EQ(w->available.load(), 1);
+  // A suspect connection is not usable; its restoration is a transition.
+  auto s = std::make_shared<Listener>();
+  ASSERT_EQ(MustPick(s), 1u);
+  core_->NotifyWhenAvailable(w);
+  core_->ReportDrainEnd(1, absl::UnavailableError("ended early"));
+  EXPECT_EQ(w->available.load(), 1);
+  EXPECT_EQ(driver_.opened(), 3u);       // 3 replaces it in group a
+  clock_->AdvanceBy(absl::Seconds(30));  // probation over: 1 restored
+  EXPECT_EQ(w->available.load(), 2);
+}
+
+TEST_F(PoolCoreTest, OpenBreakerTurnsHalfOpenWhenTheDependencyIsBack) {
+  CircuitBreakerOptions bo;
+  bo.window_size = 1;
+  bo.minimum_calls = 1;
+  bo.break_duration = absl::Minutes(1);
+  bo.max_break_duration = absl::Minutes(1);
+  auto breaker = *CircuitBreaker::Create(bo, clock_, 1);
+  auto permit = breaker->TryAcquire();
+  ASSERT_TRUE(permit.ok());
+  breaker->Record(*std::move(permit), Outcome::kFailure);
+  ASSERT_EQ(breaker->state(), BreakerState::kOpen);
+  ConnectionPoolOptions o;
+  o.target = "svc:1";
+  o.breaker = breaker;
+  Make(std::move(o));
+  core_->OnLinkState(1, LinkState::kConnecting);
+  EXPECT_EQ(breaker->state(), BreakerState::kOpen);
+  core_->OnLinkState(1, LinkState::kReady);
+  EXPECT_EQ(breaker->state(), BreakerState::kHalfOpen);
+  EXPECT_EQ(breaker->counts().transitions, 2u);
+}
+
+// --- Suspects: evidence, probation, never a failed pick -------------------
+
+// What a stream does when an attempt ends unannounced: release its pick,
+// then report (on one thread, as stream_core.h does).
+void EndAfterDelivery(PoolCore& core, std::uint64_t id,
+                      const std::shared_ptr<Listener>& stream) {
+  core.Release(id, stream);
+  ConnectionSource::EndReport r;
+  r.status = absl::UnavailableError("load shed");
+  core.ReportUnannouncedEnd(id, r);
+}
+
+TEST_F(PoolCoreTest, OneStreamShedAgainAndAgainNeverMakesItSuspect) {
+  MakeTarget();
+  Serve(1);
+  auto other = std::make_shared<Listener>();
+  ASSERT_EQ(MustPick(other), 1u);  // a healthy stream alongside
+  auto s = std::make_shared<Listener>();
+  for (int i = 0; i < 200; ++i) {
+    ASSERT_EQ(MustPick(s), 1u) << i;
+    EndAfterDelivery(*core_, 1, s);
+    clock_->AdvanceBy(absl::Milliseconds(5));
+  }
+  EXPECT_EQ(core_->Stats().suspect, 0u);
+  EXPECT_EQ(driver_.opened(), 1u);
+}
+
+TEST_F(PoolCoreTest, DifferentStreamsEndingWithinTheWindowMakeItSuspect) {
+  MakeTarget();
+  Serve(1);
+  std::vector<std::shared_ptr<Listener>> s;
+  for (int i = 0; i < 4; ++i) {
+    s.push_back(std::make_shared<Listener>());
+    ASSERT_EQ(MustPick(s.back()), 1u);
+  }
+  EndAfterDelivery(*core_, 1, s[0]);
+  clock_->AdvanceBy(absl::Milliseconds(400));
+  EndAfterDelivery(*core_, 1, s[1]);
+  EXPECT_EQ(core_->Stats().suspect, 0u);  // two are not enough
+  clock_->AdvanceBy(absl::Milliseconds(400));
+  EndAfterDelivery(*core_, 1, s[2]);  // three within 1 s
+  EXPECT_EQ(core_->Stats().suspect, 1u);
+  EXPECT_THAT(observer_->events(), ::testing::Contains("suspect 1"));
+  EXPECT_TRUE(s[3]->calls().empty());  // streams on it are not told
+}
+
+TEST_F(PoolCoreTest, EndsFurtherApartThanTheWindowAreForgotten) {
+  MakeTarget();
+  Serve(1);
+  std::vector<std::shared_ptr<Listener>> s;
+  for (int i = 0; i < 6; ++i) {
+    s.push_back(std::make_shared<Listener>());
+    ASSERT_EQ(MustPick(s.back()), 1u);
+  }
+  for (auto& l : s) {
+    EndAfterDelivery(*core_, 1, l);
+    clock_->AdvanceBy(absl::Milliseconds(500));  // two per window at most
+  }
+  EXPECT_EQ(core_->Stats().suspect, 0u);
+}
+
+TEST_F(PoolCoreTest, ReportsWithNoReleaseBeforeCountAsDifferentStreams) {
+  MakeTarget();
+  Serve(1);
+  ConnectionSource::EndReport r;
+  r.status = absl::UnavailableError("x");
+  core_->ReportUnannouncedEnd(1, r);
+  core_->ReportUnannouncedEnd(1, r);
+  EXPECT_EQ(core_->Stats().suspect, 0u);
+  core_->ReportUnannouncedEnd(1, r);
+  EXPECT_FALSE(core_->IsOpen(1));  // suspect with no picks: retired
+}
+
+TEST_F(PoolCoreTest, OneEndBeforeTheFirstMessageOrAStallIsEnough) {
+  ConnectionPoolOptions o;
+  o.addresses = {"a:1", "b:1"};
+  Make(std::move(o));
+  Serve(1);
+  Serve(2);
+  auto s = std::make_shared<Listener>();
+  ASSERT_EQ(MustPick(s), 1u);
+  ASSERT_EQ(MustPick(s), 2u);
+  ConnectionSource::EndReport early;
+  early.status = absl::UnavailableError("server is shutting down");
+  early.before_first_message = true;
+  core_->ReportUnannouncedEnd(1, early);
+  ConnectionSource::EndReport stalled;
+  stalled.status = absl::DeadlineExceededError("stalled");
+  stalled.stalled = true;
+  core_->ReportUnannouncedEnd(2, stalled);
+  EXPECT_EQ(core_->Stats().suspect, 2u);
+}
+
+TEST_F(PoolCoreTest, SuspectReturnsAfterProbationUnlessNewEvidence) {
+  MakeTarget();  // probation 30 s
+  Serve(1);
+  auto s = std::make_shared<Listener>();
+  ASSERT_EQ(MustPick(s), 1u);
+  core_->ReportDrainEnd(1, absl::UnavailableError("early"));
+  ASSERT_EQ(core_->Stats().suspect, 1u);
+  clock_->AdvanceBy(absl::Seconds(20));
+  core_->ReportDrainEnd(1, absl::UnavailableError("again"));  // restarts
+  clock_->AdvanceBy(absl::Seconds(20));
+  EXPECT_EQ(core_->Stats().suspect, 1u);  // 40 s, but 20 s since evidence
+  EXPECT_TRUE(s->calls().empty());
+  clock_->AdvanceBy(absl::Seconds(10));
+  EXPECT_EQ(core_->Stats().suspect, 0u);
+  EXPECT_EQ(core_->Stats().restored, 1u);
+  EXPECT_THAT(observer_->events(), ::testing::Contains("restored 1"));
+  // Back in service: it takes picks again (fewest picks: the replacement 2
+  // has none, so free 1's pick first).
+  core_->Release(1, s);
+  core_->OnLinkState(2, LinkState::kReady);
+  auto t = std::make_shared<Listener>();
+  EXPECT_EQ(MustPick(t), 1u);
+}
+
+TEST_F(PoolCoreTest, InfiniteProbationKeepsItSuspect) {
+  ConnectionPoolOptions o;
+  o.target = "svc:1";
+  o.suspect_probation = absl::InfiniteDuration();
+  Make(std::move(o));
+  Serve(1);
+  auto s = std::make_shared<Listener>();
+  ASSERT_EQ(MustPick(s), 1u);
+  core_->ReportDrainEnd(1, absl::UnavailableError("early"));
+  clock_->AdvanceBy(absl::Hours(48));
+  EXPECT_EQ(core_->Stats().suspect, 1u);
+  EXPECT_EQ(core_->Stats().restored, 0u);
+}
+
+TEST_F(PoolCoreTest, AtTheCapSuspectsAreALastResortNotAFailure) {
+  MakeTarget(/*max_connections=*/2);
+  Serve(1);
+  auto a = std::make_shared<Listener>();
+  ASSERT_EQ(MustPick(a), 1u);
+  core_->ReportDrainEnd(1, absl::UnavailableError("early"));  // 2 opened
+  Serve(2);
+  auto b = std::make_shared<Listener>();
+  ASSERT_EQ(MustPick(b), 2u);
+  core_->ReportDrainEnd(2, absl::UnavailableError("early"));  // at the cap
+  EXPECT_EQ(driver_.opened(), 2u);
+  auto c = std::make_shared<Listener>();
+  EXPECT_EQ(MustPick(c), 1u);  // suspect, READY, fewest picks: 1 (tie)
+  EXPECT_EQ(MustPick(c), 2u);
+  // Once one leaves READY only the other is left.
+  core_->OnLinkState(1, LinkState::kIdle);
+  EXPECT_EQ(MustPick(c), 2u);
+}
+
+TEST_F(PoolCoreTest, SheddingOnEveryConnectionNeverFailsAPick) {
+  ConnectionPoolOptions o;
+  o.addresses = {"a:1", "b:1"};
+  o.max_connections = 2;
+  Make(std::move(o));
+  std::vector<std::shared_ptr<Listener>> streams;
+  for (int i = 0; i < 24; ++i) {
+    streams.push_back(std::make_shared<Listener>());
+  }
+  std::map<std::shared_ptr<Listener>, std::uint64_t> on;
+  int suspects_seen = 0;
+  for (int round = 0; round < 300; ++round) {
+    // Every new connection connects at once.
+    for (std::uint64_t id = 1; id <= driver_.opened(); ++id) {
+      if (core_->IsOpen(id) && !core_->IsConnected(id)) {
+        core_->OnLinkState(id, LinkState::kReady);
+      }
+    }
+    for (auto& s : streams) {
+      if (on.count(s) == 0) {
+        auto pick = core_->Pick(s);
+        ASSERT_TRUE(pick.ok()) << "round " << round << ": " << pick.status();
+        on[s] = pick->connection_id;
+      }
+    }
+    // A third of the streams are shed (after their first message).
+    for (std::size_t i = round % 3; i < streams.size(); i += 3) {
+      EndAfterDelivery(*core_, on[streams[i]], streams[i]);
+      on.erase(streams[i]);
+    }
+    suspects_seen =
+        std::max<int>(suspects_seen, static_cast<int>(core_->Stats().suspect));
+    clock_->AdvanceBy(absl::Milliseconds(50));
+  }
+  EXPECT_GT(suspects_seen, 0);  // the test did make suspects
+  EXPECT_LE(core_->Stats().open, 4u);
 }
 
 TEST(HealthCodecTest, EncodesRequestAndDecodesResponse) {

@@ -26,14 +26,14 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "seqstream.grpc.pb.h"
-#include "test/support/tcp_proxy.h"
+#include "support/fault_proxy.h"
 #include "test/support/test_server.h"
 #include "tether/connection_pool.h"
 
 namespace tether {
 namespace {
 
-using testsupport::TcpProxy;
+using support::FaultProxy;
 using testsupport::TestServer;
 using testsupport::TestServerOptions;
 using DrainListener = ConnectionSource::DrainListener;
@@ -106,7 +106,7 @@ std::shared_ptr<ConnectionPool> MakePool(ConnectionPoolOptions o) {
 TEST(PoolRecoveryTest, OutageOfFourSecondsProbesAtThePaceAndWakesWaiters) {
   TestServer server;
   ASSERT_TRUE(server.Start().ok());
-  TcpProxy proxy;
+  FaultProxy proxy;
   ASSERT_TRUE(proxy.Start().ok());
   ASSERT_TRUE(proxy.SetBackend(server.address()).ok());
   auto observer = std::make_shared<Observer>();
@@ -120,8 +120,8 @@ TEST(PoolRecoveryTest, OutageOfFourSecondsProbesAtThePaceAndWakesWaiters) {
   // The outage.
   const int accepted_before = proxy.total_accepted();
   const int opened_before = observer->opened.get();
-  proxy.ClearBackend();
-  proxy.CloseAll();
+  proxy.ClearBackends();
+  proxy.Close(support::Select::All());
   ASSERT_TRUE(observer->draining.WaitFor(1, kWait));
   auto waiter = std::make_shared<Waiter>();
   pool->NotifyWhenAvailable(waiter);
@@ -163,7 +163,7 @@ TEST(PoolRecoveryTest, NotServingServerCostsOneConnectPerProbeInterval) {
   so.serving = false;
   TestServer server(so);
   ASSERT_TRUE(server.Start().ok());
-  TcpProxy proxy;
+  FaultProxy proxy;
   ASSERT_TRUE(proxy.Start().ok());
   ASSERT_TRUE(proxy.SetBackend(server.address()).ok());
   auto observer = std::make_shared<Observer>();

@@ -447,6 +447,8 @@ TEST(FakeTransportTest, GoawayWithoutASourceFailsTheTest) {
       stream = *Stream::Start(
           source, spec, options, [](Resp&&) {}, [](const absl::Status&) {}),
       "has no FakeConnectionSource");
+  stream.reset();
+  transport->CompletePendingCancels();  // the transport has no clock
 }
 
 // --- Breaker and pool observers ----------------------------------------------

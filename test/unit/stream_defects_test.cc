@@ -139,6 +139,14 @@ class StreamDefectsTest : public ::testing::Test {
     options_.reopen_after_progress_jitter = absl::ZeroDuration();
   }
 
+  // Completes the cancels that streams destroyed by the test left pending
+  // (gRPC always completes them), so no attempt keeps its stream alive.
+  void TearDown() override {
+    for (std::size_t i = 0; i < factory_->count(); ++i) {
+      factory_->at(i)->CompleteCancel();
+    }
+  }
+
   Stream::Spec Spec() {
     Stream::Spec spec;
     spec.attempt_factory = factory_;

@@ -54,6 +54,9 @@ class StreamFaultsTest : public ::testing::Test {
     options_.reopen_after_progress_jitter = absl::ZeroDuration();
   }
 
+  // Completes the cancels that streams destroyed by the test left pending.
+  void TearDown() override { clock_->RunDue(); }
+
   std::unique_ptr<Stream> Start() {
     Stream::Spec spec;
     spec.attempt_factory = transport_;

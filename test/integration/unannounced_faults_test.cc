@@ -9,7 +9,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -21,6 +23,7 @@
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "support/fault_proxy.h"
 #include "test/integration/stream_test_util.h"
 #include "test/support/test_server.h"
 #include "tether/connection_pool.h"
@@ -220,6 +223,172 @@ TEST(UnannouncedFaults, ConnectBlackHoleEndsTheStreamWithinTheBudget) {
   EXPECT_GE(hole.accepted(), 1u);
   stream->reset();
   pool.reset();
+}
+
+// Many streams, each with its own arrival log, under one lock.
+class Fleet {
+ public:
+  explicit Fleet(int n) : arrivals_(n), last_(n, 0), bad_(n, 0) {}
+  SeqStream::MessageCallback MessageFn(int i) {
+    return [this, i](tether::test::Event&& e) {
+      std::lock_guard<std::mutex> l(mu_);
+      if (e.seq() != last_[i] + 1) ++bad_[i];
+      last_[i] = e.seq();
+      arrivals_[i].push_back({e.server(), absl::Now()});
+      cv_.notify_all();
+    };
+  }
+  SeqStream::DoneCallback DoneFn(int i) {
+    return [this, i](const absl::Status& s) {
+      std::lock_guard<std::mutex> l(mu_);
+      done_.push_back({i, s});
+      cv_.notify_all();
+    };
+  }
+  // Waits until every stream has a message after `t` (and from `server`
+  // unless empty). Returns the latest of their first such arrivals, or
+  // InfiniteFuture on timeout.
+  absl::Time WaitAllAfter(absl::Time t, const std::string& server,
+                          absl::Duration timeout) {
+    std::unique_lock<std::mutex> l(mu_);
+    absl::Time latest;
+    auto all = [&] {
+      latest = absl::InfinitePast();
+      for (const auto& a : arrivals_) {
+        absl::Time first = absl::InfiniteFuture();
+        for (const auto& m : a) {
+          if (m.second > t && (server.empty() || m.first == server)) {
+            first = m.second;
+            break;
+          }
+        }
+        if (first == absl::InfiniteFuture()) return false;
+        latest = std::max(latest, first);
+      }
+      return true;
+    };
+    if (!cv_.wait_for(l, absl::ToChronoNanoseconds(timeout), all)) {
+      return absl::InfiniteFuture();
+    }
+    return latest;
+  }
+  // The first arrival of stream `i` from `server` after `t`.
+  absl::Time FirstAfter(int i, const std::string& server, absl::Time t) {
+    std::lock_guard<std::mutex> l(mu_);
+    for (const auto& m : arrivals_[i]) {
+      if (m.second > t && m.first == server) return m.second;
+    }
+    return absl::InfiniteFuture();
+  }
+  void ExpectClean() {
+    std::lock_guard<std::mutex> l(mu_);
+    for (std::size_t i = 0; i < bad_.size(); ++i) {
+      EXPECT_EQ(bad_[i], 0) << "stream " << i << " lost or repeated a message";
+    }
+    for (const auto& d : done_) {
+      ADD_FAILURE() << "stream " << d.first << " ended: " << d.second;
+    }
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::vector<std::pair<std::string, absl::Time>>> arrivals_;
+  std::vector<std::uint64_t> last_;
+  std::vector<int> bad_;
+  std::vector<std::pair<int, absl::Status>> done_;
+};
+
+// A black hole in the network (a proxy that stops forwarding, sockets kept
+// open): every stream on it leaves within stall_timeout + 0.5 s for the
+// other address, nothing lost or repeated.
+TEST(UnannouncedFaults, BlackHoledConnectionIsLeftWithinTheStallTimeout) {
+  auto a = StartServer("A");
+  auto b = StartServer("B");
+  ASSERT_TRUE(a && b);
+  support::FaultProxy to_a, to_b;
+  ASSERT_TRUE(to_a.Start().ok() && to_b.Start().ok());
+  ASSERT_TRUE(to_a.SetBackend(a->address()).ok());
+  ASSERT_TRUE(to_b.SetBackend(b->address()).ok());
+  auto pool = MakePool({to_a.address(), to_b.address()});
+  ASSERT_NE(pool, nullptr);
+  constexpr int kStreams = 8;
+  Fleet fleet(kStreams);
+  ReconnectingStreamOptions options;
+  options.stall_timeout = absl::Milliseconds(600);
+  std::vector<std::unique_ptr<SeqStream>> streams;
+  for (int i = 0; i < kStreams; ++i) {
+    auto s = SeqStream::Start(pool, WatchSpec(absl::StrCat("bh", i)), options,
+                              fleet.MessageFn(i), fleet.DoneFn(i));
+    ASSERT_TRUE(s.ok()) << s.status();
+    streams.push_back(*std::move(s));
+  }
+  ASSERT_NE(fleet.WaitAllAfter(absl::InfinitePast(), "", kWait),
+            absl::InfiniteFuture());
+  // The node is gone without a FIN or RST: open connections carry nothing,
+  // new ones never complete.
+  to_a.SetAdmission(support::Admission::kHold);
+  to_a.BlackHole(support::Select::All());
+  const absl::Time holed = absl::Now();
+  ASSERT_NE(fleet.WaitAllAfter(holed + absl::Milliseconds(700), "B", kWait),
+            absl::InfiniteFuture());
+  fleet.ExpectClean();
+  std::uint64_t stalls = 0;
+  for (const auto& s : streams) stalls += s->stats().stalls;
+  EXPECT_GE(stalls, 1u) << "no stream was on the black-holed address";
+  // Every stream that was on A delivers from B within the bound, counted
+  // from the black hole.
+  for (int i = 0; i < kStreams; ++i) {
+    const absl::Time from_b = fleet.FirstAfter(i, "B", holed);
+    EXPECT_LE(from_b - holed, options.stall_timeout + absl::Milliseconds(500))
+        << "stream " << i << " left the black hole after "
+        << absl::FormatDuration(from_b - holed);
+  }
+  streams.clear();
+  to_a.Heal(support::Select::All());
+  to_a.SetAdmission(support::Admission::kAccept);
+}
+
+// An outage that ends: every replica unreachable for 4 s, then back. Every
+// stream delivers again within 0.5 s of the first replica accepting, though
+// their own backoff had grown meanwhile.
+TEST(UnannouncedFaults, OutageThatEndsRecoversEveryStreamWithinHalfASecond) {
+  auto a = StartServer("A");
+  ASSERT_TRUE(a);
+  support::FaultProxy proxy;
+  ASSERT_TRUE(proxy.Start().ok());
+  ASSERT_TRUE(proxy.SetBackend(a->address()).ok());
+  auto pool = MakePool({proxy.address()});
+  ASSERT_NE(pool, nullptr);
+  constexpr int kStreams = 16;
+  Fleet fleet(kStreams);
+  std::vector<std::unique_ptr<SeqStream>> streams;
+  for (int i = 0; i < kStreams; ++i) {
+    auto s = SeqStream::Start(pool, WatchSpec(absl::StrCat("out", i)),
+                              ReconnectingStreamOptions(), fleet.MessageFn(i),
+                              fleet.DoneFn(i));
+    ASSERT_TRUE(s.ok()) << s.status();
+    streams.push_back(*std::move(s));
+  }
+  ASSERT_NE(fleet.WaitAllAfter(absl::InfinitePast(), "", kWait),
+            absl::InfiniteFuture());
+  // The outage: every connection closed, new ones closed at once.
+  proxy.ClearBackends();
+  proxy.Close(support::Select::All());
+  const absl::Time down = absl::Now();
+  // Nothing can be delivered while it lasts: wait out 4 s on that event.
+  EXPECT_EQ(fleet.WaitAllAfter(down + absl::Milliseconds(50), "",
+                               absl::Seconds(4)),
+            absl::InfiniteFuture());
+  ASSERT_TRUE(proxy.SetBackend(a->address()).ok());
+  const absl::Time back = absl::Now();
+  const absl::Time all = fleet.WaitAllAfter(back, "", kWait);
+  ASSERT_NE(all, absl::InfiniteFuture()) << "not every stream came back";
+  EXPECT_LE(all - back, absl::Milliseconds(500))
+      << "the last stream delivered " << absl::FormatDuration(all - back)
+      << " after the replica was back";
+  fleet.ExpectClean();
+  streams.clear();
 }
 
 }  // namespace

@@ -42,13 +42,6 @@ class Deferred {
 
   bool empty() const { return next_ >= calls_.size(); }
 
-  // Drops the calls not yet run (they were refused, e.g. user calls after
-  // the end).
-  void Clear() {
-    calls_.clear();
-    next_ = 0;
-  }
-
   // Runs every queued call, including the ones added while running.
   void Run() {
     while (next_ < calls_.size()) {

@@ -13,6 +13,7 @@
 #include "absl/time/time.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/channel_arguments.h"
+#include "grpcpp/support/client_interceptor.h"
 #include "tether/circuit_breaker.h"
 #include "tether/clock.h"
 #include "tether/transport.h"
@@ -68,8 +69,22 @@ struct ConnectionPoolOptions {
   // non-empty and distinct.
   std::vector<std::string> addresses;
 
-  // Channel credentials. Default null, meaning insecure.
+  // Channel credentials for every connection: `grpc::SslCredentials(...)`
+  // for TLS (with a client key and certificate for mutual TLS). With an
+  // address list whose certificates name a host rather than the addresses,
+  // set GRPC_SSL_TARGET_NAME_OVERRIDE_ARG in `channel_args` to that name.
+  // Default null, meaning insecure.
   std::shared_ptr<grpc::ChannelCredentials> credentials;
+  // Client interceptors for every connection: the pool creates its channels
+  // itself (`grpc::experimental::CreateCustomChannelWithInterceptors`), so
+  // auth, tracing or metadata interceptors go here, in the order they should
+  // run. Each factory is shared by all of the pool's connections and called
+  // from gRPC threads for every call (the streams' attempts and the pool's
+  // own health watches); it must be thread-safe. Default empty; entries
+  // must not be null.
+  std::vector<
+      std::shared_ptr<grpc::experimental::ClientInterceptorFactoryInterface>>
+      interceptor_factories;
   // Extra channel arguments for every connection. The pool sets its own keys
   // after these (subchannel isolation, a per-connection id, keepalive from
   // the fields below), so do not set keepalive here. Default empty.

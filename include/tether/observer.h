@@ -17,10 +17,15 @@ enum class AttemptReason {
   kReopen,     // the previous attempt ended and was classified retryable
   kMigration,  // the previous attempt's connection is draining (make before
                // break: the old attempt still runs until this one delivers)
+  kResync,     // the resume position could not be used; the stream starts
+               // again from a position the application supplied
 };
 
 absl::string_view AttemptReasonName(AttemptReason r);
 
+// Which attempt this is: handed to the observer and, before each attempt
+// starts, to `StreamSpec::configure_attempt` (per-attempt metadata,
+// deadlines, tracing).
 struct AttemptInfo {
   std::uint64_t attempt = 0;        // 1, 2, ... per stream
   std::uint64_t connection_id = 0;  // the connection the attempt runs on

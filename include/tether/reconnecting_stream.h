@@ -54,6 +54,19 @@ struct StreamSpec {
   // deadline, ...). Called once per attempt, before `start`.
   std::function<void(grpc::ClientContext&)> configure_context;
 
+  // Optional, the successor of `configure_context`: the same, knowing which
+  // attempt this is (`info.attempt`, `info.reason`: first, reopen,
+  // migration or resync; `info.resumed`/`info.resume_after_seq`;
+  // `info.connection_id`). Called once per attempt, after
+  // `configure_context` (both may be set), before `start`, from any thread,
+  // with no tether lock held. For example:
+  //   spec.configure_attempt = [](grpc::ClientContext& ctx,
+  //                               const tether::AttemptInfo& info) {
+  //     ctx.AddMetadata("x-attempt", std::to_string(info.attempt));
+  //   };
+  std::function<void(grpc::ClientContext&, const AttemptInfo&)>
+      configure_attempt;
+
   // Advanced: replaces `start` with another way to run attempts. Test
   // doubles (`tether::testing::FakeTransport`) plug in here.
   std::shared_ptr<AttemptFactory<Request, Response>> attempt_factory;
@@ -183,9 +196,19 @@ class ReconnectingStream {
         return absl::InvalidArgumentError(
             "StreamSpec.start is empty (and no attempt_factory was given)");
       }
+      internal::ConfigureAttemptFn configure;
+      if (spec.configure_context || spec.configure_attempt) {
+        configure = [old = std::move(spec.configure_context),
+                     fresh = std::move(spec.configure_attempt)](
+                        grpc::ClientContext& context,
+                        const AttemptInfo& info) {
+          if (old) old(context);
+          if (fresh) fresh(context, info);
+        };
+      }
       spec.attempt_factory =
           internal::MakeGrpcReadAttemptFactory<Request, Response>(
-              spec.start, spec.configure_context);
+              spec.start, std::move(configure));
     }
     if (spec.sequence_of && !spec.resume_after) {
       return absl::InvalidArgumentError(

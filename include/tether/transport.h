@@ -9,10 +9,13 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "tether/classification.h"
+#include "tether/observer.h"
 
 namespace grpc {
 class Channel;
@@ -137,6 +140,13 @@ class AttemptListener {
   // Returns true to keep reading; false pauses the attempt until `Resume`.
   virtual bool OnMessage(Response&& response) = 0;
   virtual void OnDone(const absl::Status& status) = 0;
+  // The end, with the server's trailing metadata. An attempt that has
+  // trailers calls this instead of `OnDone` (exactly one of the two, once).
+  // Default: `OnDone(status)`.
+  virtual void OnEnd(const absl::Status& status,
+                     const Metadata& /*trailing_metadata*/) {
+    OnDone(status);
+  }
 };
 
 // Starts attempts. The production factory calls the user's generated stub.
@@ -149,6 +159,14 @@ class AttemptFactory {
   virtual std::shared_ptr<Attempt> Start(
       const ConnectionPick& connection, const Request& request,
       std::shared_ptr<AttemptListener<Response>> listener) = 0;
+  // Like `Start`, knowing which attempt this is (number, reason, resume
+  // position, connection). Streams call this one. Default: `Start`.
+  virtual std::shared_ptr<Attempt> StartAttempt(
+      const ConnectionPick& connection, const AttemptInfo& /*info*/,
+      const Request& request,
+      std::shared_ptr<AttemptListener<Response>> listener) {
+    return Start(connection, request, std::move(listener));
+  }
 };
 
 }  // namespace tether

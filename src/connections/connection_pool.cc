@@ -32,6 +32,12 @@ absl::Status Validate(const ConnectionPoolOptions& o) {
           absl::StrCat("connection pool addresses lists \"", a, "\" twice"));
     }
   }
+  for (const auto& f : o.interceptor_factories) {
+    if (f == nullptr) {
+      return absl::InvalidArgumentError(
+          "connection pool interceptor_factories must not contain null");
+    }
+  }
   if (o.max_connections < 1 || o.max_connections > 1024) {
     return absl::InvalidArgumentError(
         absl::StrCat("connection pool max_connections must be in [1, 1024], "

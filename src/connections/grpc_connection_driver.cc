@@ -5,6 +5,7 @@
 #include <atomic>
 #include <climits>
 #include <cmath>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "grpcpp/create_channel.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/support/byte_buffer.h"
+#include "grpcpp/support/client_interceptor.h"
 
 namespace tether {
 namespace internal {
@@ -55,6 +57,25 @@ gpr_timespec DeadlineAfter(absl::Duration d) {
       gpr_now(GPR_CLOCK_MONOTONIC),
       gpr_time_from_millis(absl::ToInt64Milliseconds(d), GPR_TIMESPAN));
 }
+
+// Hands one of the user's shared interceptor factories to a channel, which
+// wants to own its factories.
+class SharedInterceptorFactory final
+    : public grpc::experimental::ClientInterceptorFactoryInterface {
+ public:
+  explicit SharedInterceptorFactory(
+      std::shared_ptr<grpc::experimental::ClientInterceptorFactoryInterface>
+          factory)
+      : factory_(std::move(factory)) {}
+  grpc::experimental::Interceptor* CreateClientInterceptor(
+      grpc::experimental::ClientRpcInfo* info) override {
+    return factory_->CreateClientInterceptor(info);
+  }
+
+ private:
+  const std::shared_ptr<grpc::experimental::ClientInterceptorFactoryInterface>
+      factory_;
+};
 
 }  // namespace
 std::shared_ptr<GrpcConnectionDriver> GrpcConnectionDriver::Create(
@@ -181,8 +202,21 @@ std::shared_ptr<Link> GrpcConnectionDriver::Open(std::uint64_t id,
               Millis(options_.probe_initial_backoff));
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS,
               Millis(options_.probe_max_backoff));
-  std::shared_ptr<grpc::Channel> channel =
-      grpc::CreateCustomChannel(address, credentials_, args);
+  std::shared_ptr<grpc::Channel> channel;
+  if (options_.interceptor_factories.empty()) {
+    channel = grpc::CreateCustomChannel(address, credentials_, args);
+  } else {
+    // gRPC owns one set of factories per channel: give it forwarders to
+    // the user's shared ones.
+    std::vector<
+        std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>>
+        factories;
+    for (const auto& f : options_.interceptor_factories) {
+      factories.push_back(std::make_unique<SharedInterceptorFactory>(f));
+    }
+    channel = grpc::experimental::CreateCustomChannelWithInterceptors(
+        address, credentials_, args, std::move(factories));
+  }
   auto link = std::make_shared<GrpcLink>(shared_from_this(), id, channel);
   MutexLock lock(&mu_);
   link->AssertDriverLockHeld();

@@ -1,7 +1,13 @@
 // Copyright 2026 The tether Authors. Licensed under the Apache License 2.0.
 #include "tether/classification.h"
 
+#include <cstdint>
+
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/cord.h"
+#include "absl/strings/numbers.h"
+#include "absl/types/optional.h"
 #include "tether/observer.h"
 
 namespace tether {
@@ -28,6 +34,8 @@ absl::string_view AttemptReasonName(AttemptReason r) {
       return "reopen";
     case AttemptReason::kMigration:
       return "migration";
+    case AttemptReason::kResync:
+      return "resync";
   }
   return "unknown";
 }
@@ -37,11 +45,67 @@ bool IsReceiveLimit(const absl::Status& status) {
          absl::StrContains(status.message(), "larger than max");
 }
 
+bool IsCertificateFailure(const absl::Status& status) {
+  if (status.code() != absl::StatusCode::kUnavailable) return false;
+  // BoringSSL/OpenSSL reason names as gRPC 1.51 puts them in the message of
+  // a call that could not connect ("Ssl handshake failed: SSL_ERROR_SSL:
+  // error:1000007d:SSL routines:OPENSSL_internal:CERTIFICATE_VERIFY_FAILED"),
+  // and its own message for a name that the certificate does not cover.
+  const absl::string_view m = status.message();
+  for (absl::string_view needle :
+       {"CERTIFICATE_VERIFY_FAILED", "certificate verify failed",
+        "SSLV3_ALERT_CERTIFICATE_EXPIRED", "SSLV3_ALERT_BAD_CERTIFICATE",
+        "TLSV1_ALERT_UNKNOWN_CA", "certificate unknown",
+        "Peer name", "not in peer certificate"}) {
+    if (absl::StrContains(m, needle)) return true;
+  }
+  return false;
+}
+
+RetryPushback ParseRetryPushback(const Metadata& trailers) {
+  RetryPushback out;
+  auto range = trailers.equal_range("grpc-retry-pushback-ms");
+  for (auto it = range.first; it != range.second; ++it) {
+    std::int64_t ms = 0;
+    const absl::string_view text = absl::StripAsciiWhitespace(it->second);
+    const bool digits_only =
+        !text.empty() &&
+        text.find_first_not_of("-0123456789") == absl::string_view::npos;
+    const bool parsed = digits_only && absl::SimpleAtoi(text, &ms);
+    const absl::Duration d = absl::Milliseconds(ms);
+    if (!parsed || ms < 0 || (out.present && d != out.delay)) {
+      out.present = true;
+      out.stop = true;
+      out.delay = absl::ZeroDuration();
+      return out;
+    }
+    out.present = true;
+    out.delay = d;
+  }
+  return out;
+}
+
+AttemptEnd MakeAttemptEnd(const absl::Status& status,
+                          const Metadata& trailing_metadata) {
+  AttemptEnd end;
+  end.status = status;
+  end.trailing_metadata = trailing_metadata;
+  if (absl::optional<absl::Cord> details =
+          status.GetPayload(kStatusDetailsPayloadUrl)) {
+    end.error_details = std::string(*details);
+  }
+  end.pushback = ParseRetryPushback(trailing_metadata);
+  return end;
+}
+
 EndClass DefaultClassify(const AttemptEnd& end) {
   switch (end.status.code()) {
     case absl::StatusCode::kOk:
       return EndClass::kOk;
     case absl::StatusCode::kUnavailable:
+      // A certificate the handshake refuses is refused again on every
+      // reconnect: a configuration error, not a server going away.
+      if (IsCertificateFailure(end.status)) return EndClass::kPermanent;
       return EndClass::kDrain;
     case absl::StatusCode::kCancelled:
       // Cancelled by the client never reaches a classifier; a CANCELLED that

@@ -6,9 +6,11 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/cord.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/support/client_callback.h"
@@ -18,10 +20,30 @@
 namespace tether {
 namespace internal {
 
+// The status with its error details (`grpc-status-details-bin`) as the
+// payload `kStatusDetailsPayloadUrl`.
 inline absl::Status ToAbslStatus(const grpc::Status& s) {
-  return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
-                      s.error_message());
+  absl::Status out(static_cast<absl::StatusCode>(s.error_code()),
+                   s.error_message());
+  if (!out.ok() && !s.error_details().empty()) {
+    out.SetPayload(kStatusDetailsPayloadUrl, absl::Cord(s.error_details()));
+  }
+  return out;
 }
+
+// A call's trailing metadata, copied out of gRPC's buffers.
+inline Metadata TrailersOf(const grpc::ClientContext& context) {
+  Metadata out;
+  for (const auto& kv : context.GetServerTrailingMetadata()) {
+    out.emplace(std::string(kv.first.data(), kv.first.size()),
+                std::string(kv.second.data(), kv.second.size()));
+  }
+  return out;
+}
+
+// Sets up one attempt's context: the user's per-attempt hook.
+using ConfigureAttemptFn =
+    std::function<void(grpc::ClientContext&, const AttemptInfo&)>;
 
 // Drops `ref` on a thread tether owns (one per process, started on first
 // use), never on the caller's. gRPC 1.51 tears down its shared callback
@@ -51,14 +73,14 @@ class GrpcReadAttempt final : public grpc::ClientReadReactor<Response>,
                                      grpc::ClientReadReactor<Response>*)>;
 
   static std::shared_ptr<Attempt> Run(
-      const StartFn& start,
-      const std::function<void(grpc::ClientContext&)>& configure,
-      const ConnectionPick& connection, const Request& request,
+      const StartFn& start, const ConfigureAttemptFn& configure,
+      const ConnectionPick& connection, const AttemptInfo& info,
+      const Request& request,
       std::shared_ptr<AttemptListener<Response>> listener) {
     std::shared_ptr<GrpcReadAttempt> self(
         new GrpcReadAttempt(request, std::move(listener)));
     self->self_ = self;
-    if (configure) configure(self->context_);
+    if (configure) configure(self->context_, info);
     start(connection.channel, &self->context_, &self->request_, self.get());
     self->AddHold();
     HandOff(self.get());
@@ -136,7 +158,7 @@ class GrpcReadAttempt final : public grpc::ClientReadReactor<Response>,
       std::lock_guard<std::mutex> lock(mu_);
       done_ = true;
     }
-    listener_->OnDone(ToAbslStatus(status));
+    listener_->OnEnd(ToAbslStatus(status), TrailersOf(context_));
     // Not dropped here, on gRPC's thread: see ReleaseOffGrpcThread. The
     // listener goes first (it may hold the stream and its pool), then the
     // attempt itself, whose context holds the channel.
@@ -177,26 +199,33 @@ template <class Request, class Response>
 class GrpcReadAttemptFactory final : public AttemptFactory<Request, Response> {
  public:
   using StartFn = typename GrpcReadAttempt<Request, Response>::StartFn;
-  GrpcReadAttemptFactory(StartFn start,
-                         std::function<void(grpc::ClientContext&)> configure)
+  GrpcReadAttemptFactory(StartFn start, ConfigureAttemptFn configure)
       : start_(std::move(start)), configure_(std::move(configure)) {}
 
   std::shared_ptr<Attempt> Start(
       const ConnectionPick& connection, const Request& request,
       std::shared_ptr<AttemptListener<Response>> listener) override {
+    return StartAttempt(connection, AttemptInfo(), request,
+                        std::move(listener));
+  }
+
+  std::shared_ptr<Attempt> StartAttempt(
+      const ConnectionPick& connection, const AttemptInfo& info,
+      const Request& request,
+      std::shared_ptr<AttemptListener<Response>> listener) override {
     return GrpcReadAttempt<Request, Response>::Run(
-        start_, configure_, connection, request, std::move(listener));
+        start_, configure_, connection, info, request, std::move(listener));
   }
 
  private:
   StartFn start_;
-  std::function<void(grpc::ClientContext&)> configure_;
+  ConfigureAttemptFn configure_;
 };
 
 template <class Request, class Response>
 std::shared_ptr<AttemptFactory<Request, Response>> MakeGrpcReadAttemptFactory(
     typename GrpcReadAttemptFactory<Request, Response>::StartFn start,
-    std::function<void(grpc::ClientContext&)> configure) {
+    ConfigureAttemptFn configure) {
   return std::make_shared<GrpcReadAttemptFactory<Request, Response>>(
       std::move(start), std::move(configure));
 }

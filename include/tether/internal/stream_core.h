@@ -192,6 +192,7 @@ class StreamCore final
     bool paused = false;      // reading stopped: the app's queue is full
     bool draining = false;    // its connection announced a drain
     bool stalled = false;     // nothing arrived for `stall_timeout`
+    RetryPushback pushback;   // the server's, from the end's trailers
     // Whether the stream is moving off this attempt (make before break).
     bool leaving() const { return draining || stalled; }
   };
@@ -214,7 +215,10 @@ class StreamCore final
     // attempt decides on which thread that last release happens (never a
     // gRPC callback thread; see GrpcReadAttempt::OnDone).
     void OnDone(const absl::Status& status) override {
-      core_->OnAttemptDone(rec_, status);
+      core_->OnAttemptDone(rec_, status, Metadata());
+    }
+    void OnEnd(const absl::Status& status, const Metadata& trailers) override {
+      core_->OnAttemptDone(rec_, status, trailers);
     }
 
    private:
@@ -435,11 +439,11 @@ class StreamCore final
     AttemptInfo info = rec->info;
     Notify(w, [info](StreamObserver& o) { o.OnAttemptStarted(info); });
     auto self = this->shared_from_this();
-    w.internal.Add([self, rec, pick = std::move(pick),
+    w.internal.Add([self, rec, info, pick = std::move(pick),
                     request = std::move(request)]() {
       auto listener = std::make_shared<Listener>(self, rec);
-      std::shared_ptr<Attempt> handle =
-          self->factory_->Start(pick, request, std::move(listener));
+      std::shared_ptr<Attempt> handle = self->factory_->StartAttempt(
+          pick, info, request, std::move(listener));
       self->OnAttemptHandle(rec, std::move(handle));
     });
     // The replacement landed on a connection that drained meanwhile.
@@ -966,7 +970,7 @@ class StreamCore final
   // --- Attempt ends --------------------------------------------------------
 
   void OnAttemptDone(const std::shared_ptr<AttemptRec>& rec,
-                     const absl::Status& status) {
+                     const absl::Status& status, const Metadata& trailers) {
     bool by_client = false;
     bool received = false;
     {
@@ -977,10 +981,11 @@ class StreamCore final
     // The classifier is app code: outside the lock.
     EndClass cls = EndClass::kOk;
     absl::Status classifier_threw;
+    RetryPushback pushback;
     if (!by_client) {
-      AttemptEnd end;
-      end.status = status;
+      AttemptEnd end = MakeAttemptEnd(status, trailers);
       end.received_messages = received;
+      pushback = end.pushback;
       try {
         cls = classifier_(end);
       } catch (...) {
@@ -991,6 +996,7 @@ class StreamCore final
     Work w;
     {
       MutexLock lock(&mu_);
+      rec->pushback = pushback;
       rec->live = false;
       --live_attempts_;
       CancelAttemptTimersLocked(*rec);
@@ -1052,14 +1058,19 @@ class StreamCore final
       EndLocked(status, w);
       return;
     }
+    if (rec->pushback.stop) {  // gRFC A6: the server asks for no retry
+      EndLocked(status, w);
+      return;
+    }
     if (old_) {
       // The replacement of a migration failed while the draining attempt
       // still runs (not cancelled): fall back to it and move again later.
       current_ = std::move(old_);
       old_.reset();
       CancelTimerLocked(handoff_timer_);
-      absl::StatusOr<absl::Duration> delay = budget_.OnFailure(
-          clock_->Now(), FailingSince(*rec), status, absl::BitGenRef(gen_));
+      absl::StatusOr<absl::Duration> delay = WithPushbackLocked(
+          *rec, budget_.OnFailure(clock_->Now(), FailingSince(*rec), status,
+                                  absl::BitGenRef(gen_)));
       if (!delay.ok()) {
         GiveUpLocked(delay.status(), w);
         return;
@@ -1067,18 +1078,34 @@ class StreamCore final
       ArmMigrationTimerLocked(*delay);
       return;
     }
-    absl::StatusOr<absl::Duration> delay =
-        rec->progressed
-            ? absl::StatusOr<absl::Duration>(
-                  budget_.AfterProgress(absl::BitGenRef(gen_)))
-            : budget_.OnFailure(clock_->Now(), FailingSince(*rec), status,
-                                absl::BitGenRef(gen_));
+    absl::StatusOr<absl::Duration> delay = WithPushbackLocked(
+        *rec, rec->progressed
+                  ? absl::StatusOr<absl::Duration>(
+                        budget_.AfterProgress(absl::BitGenRef(gen_)))
+                  : budget_.OnFailure(clock_->Now(), FailingSince(*rec),
+                                      status, absl::BitGenRef(gen_)));
     if (!delay.ok()) {
       GiveUpLocked(delay.status(), w);
       return;
     }
     if (starting_) return;  // a migration's start is already on its way
     ArmReopenTimerLocked(*delay, status, w);
+  }
+
+  // gRFC A6: a server's pushback replaces the backoff delay. One that would
+  // outlast the reopen budget's time bound gives up now instead.
+  absl::StatusOr<absl::Duration> WithPushbackLocked(
+      const AttemptRec& rec, absl::StatusOr<absl::Duration> delay)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (!delay.ok() || !rec.pushback.present) return delay;
+    const absl::Duration wait = rec.pushback.delay;
+    if (max_time_ != absl::InfiniteDuration() && budget_.failing() &&
+        clock_->Now() + wait > budget_.failing_since() + max_time_) {
+      return absl::UnavailableError(absl::StrCat(
+          "tether: the server asked to retry in ", absl::FormatDuration(wait),
+          " (grpc-retry-pushback-ms), past max_time_without_progress"));
+    }
+    return wait;
   }
 
   // When an attempt began to fail: at its start unless it proved healthy

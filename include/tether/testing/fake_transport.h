@@ -278,6 +278,9 @@ class FakeTransport final : public AttemptFactory<Request, Response> {
     absl::optional<absl::Status> finish;
     // The reason the drain gives its listeners. Default "GOAWAY".
     std::string drain_why = "GOAWAY";
+    // Trailing metadata sent with the final status (e.g.
+    // {"grpc-retry-pushback-ms", "250"}). Default none.
+    Metadata trailers = {};
 
     // Appends one message.
     Script& Message(Response m) & {
@@ -318,6 +321,15 @@ class FakeTransport final : public AttemptFactory<Request, Response> {
     Script&& Finish(absl::Status status) && {
       return std::move(Finish(std::move(status)));
     }
+    // The final status with trailing metadata.
+    Script& Finish(absl::Status status, Metadata trailing) & {
+      finish = std::move(status);
+      trailers = std::move(trailing);
+      return *this;
+    }
+    Script&& Finish(absl::Status status, Metadata trailing) && {
+      return std::move(Finish(std::move(status), std::move(trailing)));
+    }
     // The call fails as gRPC fails a call that cannot connect: no message,
     // UNAVAILABLE `ConnectFailure()`.
     Script& ConnectFails() & { return Finish(ConnectFailure()); }
@@ -349,7 +361,10 @@ class FakeTransport final : public AttemptFactory<Request, Response> {
       }
       Pump();
     }
-    void Finish(absl::Status status) {
+    void Finish(absl::Status status) { Finish(std::move(status), {}); }
+    // The final status with the server's trailing metadata (what
+    // `AttemptListener::OnEnd` receives).
+    void Finish(absl::Status status, Metadata trailers) {
       {
         std::lock_guard<std::mutex> lock(mu_);
         if (finished_ || done_) {
@@ -364,11 +379,15 @@ class FakeTransport final : public AttemptFactory<Request, Response> {
         }
         finished_ = true;
         finish_ = std::move(status);
+        trailers_ = std::move(trailers);
       }
       Pump();
     }
     const Request& request() const { return request_; }
     std::uint64_t connection_id() const { return connection_id_; }
+    // What the stream said about this attempt when it started it (number,
+    // reason, resume position, connection).
+    const AttemptInfo& info() const { return info_; }
     std::size_t index() const { return index_; }
     // True once the stream asked to cancel (the attempt may still run: see
     // `cancel_pending()`).
@@ -458,7 +477,7 @@ class FakeTransport final : public AttemptFactory<Request, Response> {
                 std::shared_ptr<AttemptListener<Response>> listener,
                 std::shared_ptr<Clock> clock = nullptr,
                 CancelMode cancel_mode = CancelMode::kAsync,
-                bool deliver_after_cancel = false)
+                bool deliver_after_cancel = false, AttemptInfo info = {})
         : index_(index),
           connection_id_(connection_id),
           request_(std::move(request)),
@@ -466,6 +485,7 @@ class FakeTransport final : public AttemptFactory<Request, Response> {
           started_at_(clock_ ? clock_->Now() : absl::InfinitePast()),
           cancel_mode_(cancel_mode),
           deliver_after_cancel_(deliver_after_cancel),
+          info_(info),
           listener_(std::move(listener)) {}
 
    private:
@@ -485,13 +505,15 @@ class FakeTransport final : public AttemptFactory<Request, Response> {
               cancel_completed_
                   ? absl::CancelledError("cancelled by the client")
                   : finish_;
+          Metadata trailers;
+          if (!cancel_completed_) trailers = std::move(trailers_);
           queue_.clear();
           done_ = true;
           end_status_ = status;
           if (clock_) ended_at_ = clock_->Now();
           auto listener = std::move(listener_);
           lock.unlock();
-          listener->OnDone(status);
+          listener->OnEnd(status, trailers);
           listener.reset();
           lock.lock();
           break;
@@ -519,6 +541,7 @@ class FakeTransport final : public AttemptFactory<Request, Response> {
     const absl::Time started_at_;
     const CancelMode cancel_mode_;
     const bool deliver_after_cancel_;
+    const AttemptInfo info_;
     mutable std::mutex mu_;
     std::shared_ptr<AttemptListener<Response>> listener_;
     std::deque<Response> queue_;
@@ -529,6 +552,7 @@ class FakeTransport final : public AttemptFactory<Request, Response> {
     bool cancel_completed_ = false;  // ... and the cancel took effect
     bool done_ = false;
     absl::Status finish_;
+    Metadata trailers_;
     std::size_t delivered_ = 0;
     absl::Time ended_at_ = absl::InfinitePast();
     absl::optional<absl::Status> end_status_;
@@ -632,8 +656,25 @@ class FakeTransport final : public AttemptFactory<Request, Response> {
     return scripts_.size();
   }
 
+  // What the stream said about every attempt when it started it, in order.
+  std::vector<AttemptInfo> infos() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<AttemptInfo> out;
+    for (const auto& a : attempts_) out.push_back(a->info());
+    return out;
+  }
+
   std::shared_ptr<Attempt> Start(
       const ConnectionPick& connection, const Request& request,
+      std::shared_ptr<AttemptListener<Response>> listener) override {
+    AttemptInfo info;
+    info.connection_id = connection.connection_id;
+    return StartAttempt(connection, info, request, std::move(listener));
+  }
+
+  std::shared_ptr<Attempt> StartAttempt(
+      const ConnectionPick& connection, const AttemptInfo& info,
+      const Request& request,
       std::shared_ptr<AttemptListener<Response>> listener) override {
     absl::optional<Script> script;
     std::shared_ptr<FakeAttempt> a;
@@ -641,7 +682,8 @@ class FakeTransport final : public AttemptFactory<Request, Response> {
       std::lock_guard<std::mutex> lock(mu_);
       a = std::make_shared<FakeAttempt>(
           attempts_.size(), connection.connection_id, request,
-          std::move(listener), clock_, cancel_mode_, deliver_after_cancel_);
+          std::move(listener), clock_, cancel_mode_, deliver_after_cancel_,
+          info);
       attempts_.push_back(a);
       if (!scripts_.empty()) {
         script = std::move(scripts_.front());
@@ -671,7 +713,7 @@ class FakeTransport final : public AttemptFactory<Request, Response> {
         source_) {
       source_->Drain(a.connection_id(), script.drain_why);
     }
-    if (script.finish) a.Finish(*script.finish);
+    if (script.finish) a.Finish(*script.finish, std::move(script.trailers));
   }
 
   const std::shared_ptr<FakeConnectionSource> source_;

@@ -1,0 +1,299 @@
+// Copyright 2026 The tether Authors. Licensed under the Apache License 2.0.
+// Per-attempt information, the full end of an attempt (trailers, error
+// details) and server pushback (gRFC A6), on the fakes and a fake clock.
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/strings/cord.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tether/classification.h"
+#include "tether/reconnecting_stream.h"
+#include "tether/testing/fake_clock.h"
+#include "tether/testing/fake_transport.h"
+
+namespace tether {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+struct Req {
+  std::uint64_t after = 0;
+};
+struct Resp {
+  std::uint64_t seq = 0;
+};
+
+Resp M(std::uint64_t seq) { return Resp{seq}; }
+
+using Stream = ReconnectingStream<Req, Resp>;
+using Transport = testing::FakeTransport<Req, Resp>;
+
+class BackoffRecorder : public StreamObserver {
+ public:
+  void OnBackoff(absl::Duration d, const absl::Status&) override {
+    std::lock_guard<std::mutex> l(mu);
+    backoffs.push_back(d);
+  }
+  std::vector<absl::Duration> Get() {
+    std::lock_guard<std::mutex> l(mu);
+    return backoffs;
+  }
+  std::mutex mu;
+  std::vector<absl::Duration> backoffs;
+};
+
+class AttemptContextTest : public ::testing::Test {
+ protected:
+  AttemptContextTest()
+      : clock_(std::make_shared<testing::FakeClock>()),
+        source_(std::make_shared<testing::FakeConnectionSource>()),
+        transport_(std::make_shared<Transport>(source_, clock_)),
+        observer_(std::make_shared<BackoffRecorder>()) {
+    options_.clock = clock_;
+    options_.observer = observer_;
+    options_.random_seed = 7;
+    options_.reopen_after_progress_jitter = absl::ZeroDuration();
+    ExponentialBackoffOptions b;
+    b.initial_delay = absl::Milliseconds(100);
+    b.jitter = Jitter::kNone;
+    options_.backoff = std::shared_ptr<const BackoffPolicy>(
+        ExponentialBackoff::Create(b).value());
+  }
+  void TearDown() override { clock_->RunDue(); }
+
+  Stream::Spec Spec() {
+    Stream::Spec spec;
+    spec.attempt_factory = transport_;
+    // No explicit return type: a callable returning std::uint64_t is
+    // accepted as a `sequence_of`.
+    spec.sequence_of = [](const Resp& r) { return r.seq; };
+    spec.resume_after = [](Req& r, std::uint64_t seq) { r.after = seq; };
+    return spec;
+  }
+
+  std::unique_ptr<Stream> StartStream(Stream::Spec spec) {
+    auto s = Stream::Start(
+        source_, std::move(spec), options_, [this](Resp&& r) {
+          std::lock_guard<std::mutex> l(mu_);
+          got_.push_back(r.seq);
+        },
+        [this](const absl::Status& s) {
+          std::lock_guard<std::mutex> l(mu_);
+          done_.push_back(s);
+        });
+    EXPECT_TRUE(s.ok()) << s.status();
+    return s.ok() ? *std::move(s) : nullptr;
+  }
+
+  std::vector<absl::Status> done() {
+    std::lock_guard<std::mutex> l(mu_);
+    return done_;
+  }
+  std::vector<std::uint64_t> got() {
+    std::lock_guard<std::mutex> l(mu_);
+    return got_;
+  }
+
+  std::shared_ptr<testing::FakeClock> clock_;
+  std::shared_ptr<testing::FakeConnectionSource> source_;
+  std::shared_ptr<Transport> transport_;
+  std::shared_ptr<BackoffRecorder> observer_;
+  ReconnectingStreamOptions options_;
+  std::mutex mu_;
+  std::vector<std::uint64_t> got_;
+  std::vector<absl::Status> done_;
+};
+
+TEST_F(AttemptContextTest, EachAttemptKnowsItsNumberReasonPositionConnection) {
+  transport_->Expect(Transport::Script().Messages({M(1), M(2)}).Finish(
+      absl::UnavailableError("bye")));
+  transport_->Expect(Transport::Script().Message(M(3)).GoawayAfter(1));
+  transport_->Expect(Transport::Script().Message(M(4)));
+  auto stream = StartStream(Spec());
+  clock_->RunDue();
+  ASSERT_EQ(transport_->attempt_count(), 3u);
+  std::vector<AttemptInfo> infos = transport_->infos();
+  EXPECT_EQ(infos[0].attempt, 1u);
+  EXPECT_EQ(infos[0].reason, AttemptReason::kFirst);
+  EXPECT_FALSE(infos[0].resumed);
+  EXPECT_EQ(infos[0].connection_id, 1u);
+  EXPECT_EQ(infos[1].attempt, 2u);
+  EXPECT_EQ(infos[1].reason, AttemptReason::kReopen);
+  EXPECT_TRUE(infos[1].resumed);
+  EXPECT_EQ(infos[1].resume_after_seq, 2u);
+  EXPECT_EQ(infos[2].attempt, 3u);
+  EXPECT_EQ(infos[2].reason, AttemptReason::kMigration);
+  EXPECT_EQ(infos[2].resume_after_seq, 3u);
+  // The GOAWAY moved the stream to a new connection.
+  EXPECT_NE(infos[2].connection_id, infos[1].connection_id);
+  EXPECT_EQ(infos[2].connection_id, transport_->attempt(2)->connection_id());
+  EXPECT_THAT(got(), ElementsAre(1, 2, 3, 4));
+}
+
+TEST_F(AttemptContextTest, ClassifierSeesTrailersAndErrorDetails) {
+  std::mutex mu;
+  std::vector<AttemptEnd> seen;
+  options_.classifier = [&](const AttemptEnd& end) {
+    std::lock_guard<std::mutex> l(mu);
+    seen.push_back(end);
+    // An app-specific rule keyed on a trailer: a quota that will not
+    // reset soon is permanent.
+    auto it = end.trailing_metadata.find("x-quota");
+    if (it != end.trailing_metadata.end() && it->second == "exhausted") {
+      return EndClass::kPermanent;
+    }
+    return DefaultClassify(end);
+  };
+  absl::Status with_details = absl::ResourceExhaustedError("quota");
+  with_details.SetPayload(kStatusDetailsPayloadUrl,
+                          absl::Cord("serialized-google.rpc.Status"));
+  transport_->Expect(Transport::Script().Message(M(1)).Finish(
+      with_details, {{"x-quota", "exhausted"}, {"x-other", "1"}}));
+  auto stream = StartStream(Spec());
+  clock_->RunDue();
+  ASSERT_EQ(done().size(), 1u);
+  EXPECT_EQ(done()[0].code(), absl::StatusCode::kResourceExhausted);
+  // The final status keeps the details for the app.
+  EXPECT_TRUE(done()[0].GetPayload(kStatusDetailsPayloadUrl).has_value());
+  std::lock_guard<std::mutex> l(mu);
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].error_details, "serialized-google.rpc.Status");
+  EXPECT_EQ(seen[0].trailing_metadata.count("x-other"), 1u);
+  EXPECT_TRUE(seen[0].received_messages);
+  EXPECT_FALSE(seen[0].pushback.present);
+  EXPECT_EQ(transport_->attempt_count(), 1u);
+}
+
+TEST_F(AttemptContextTest, PushbackReplacesTheBackoffDelay) {
+  transport_->Expect(Transport::Script().Finish(
+      absl::ResourceExhaustedError("slow down"),
+      {{"grpc-retry-pushback-ms", "750"}}));
+  transport_->Expect(Transport::Script().Message(M(1)));
+  auto stream = StartStream(Spec());
+  clock_->RunDue();
+  ASSERT_EQ(transport_->attempt_count(), 1u);
+  EXPECT_THAT(observer_->Get(), ElementsAre(absl::Milliseconds(750)));
+  clock_->AdvanceBy(absl::Milliseconds(749));
+  EXPECT_EQ(transport_->attempt_count(), 1u);  // not at the backoff's 100 ms
+  clock_->AdvanceBy(absl::Milliseconds(1));
+  ASSERT_EQ(transport_->attempt_count(), 2u);
+  EXPECT_EQ(transport_->attempt(1)->started_at() -
+                transport_->attempt(0)->ended_at(),
+            absl::Milliseconds(750));
+  EXPECT_THAT(got(), ElementsAre(1));
+}
+
+TEST_F(AttemptContextTest, ZeroPushbackRetriesAtOnce) {
+  transport_->Expect(Transport::Script().Finish(
+      absl::UnavailableError("busy"), {{"grpc-retry-pushback-ms", "0"}}));
+  transport_->Expect(Transport::Script().Message(M(1)));
+  auto stream = StartStream(Spec());
+  clock_->RunDue();
+  EXPECT_EQ(transport_->attempt_count(), 2u);
+  EXPECT_THAT(observer_->Get(), ElementsAre(absl::ZeroDuration()));
+}
+
+TEST_F(AttemptContextTest, NegativePushbackEndsTheStreamWithThatStatus) {
+  transport_->Expect(Transport::Script().Message(M(1)).Finish(
+      absl::UnavailableError("go away for good"),
+      {{"grpc-retry-pushback-ms", "-1"}}));
+  auto stream = StartStream(Spec());
+  clock_->AdvanceBy(absl::Seconds(10));
+  EXPECT_EQ(transport_->attempt_count(), 1u);
+  ASSERT_EQ(done().size(), 1u);
+  EXPECT_EQ(done()[0].code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(done()[0].message(), "go away for good");
+  EXPECT_THAT(got(), ElementsAre(1));
+}
+
+TEST_F(AttemptContextTest, MalformedPushbackMeansDoNotRetry) {
+  transport_->Expect(Transport::Script().Finish(
+      absl::ResourceExhaustedError("no"), {{"grpc-retry-pushback-ms", "soon"}}));
+  auto stream = StartStream(Spec());
+  clock_->AdvanceBy(absl::Seconds(10));
+  EXPECT_EQ(transport_->attempt_count(), 1u);
+  ASSERT_EQ(done().size(), 1u);
+  EXPECT_EQ(done()[0].code(), absl::StatusCode::kResourceExhausted);
+}
+
+TEST_F(AttemptContextTest, PushbackPastTheTimeBudgetGivesUpAtOnce) {
+  options_.max_time_without_progress = absl::Seconds(30);
+  transport_->Expect(Transport::Script().Finish(
+      absl::UnavailableError("maintenance"),
+      {{"grpc-retry-pushback-ms", "3600000"}}));
+  auto stream = StartStream(Spec());
+  clock_->RunDue();
+  EXPECT_EQ(transport_->attempt_count(), 1u);
+  ASSERT_EQ(done().size(), 1u);
+  EXPECT_EQ(done()[0].code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(done()[0].message()),
+              HasSubstr("grpc-retry-pushback-ms"));
+}
+
+TEST_F(AttemptContextTest, PushbackDoesNotTurnAPermanentErrorIntoARetry) {
+  transport_->Expect(Transport::Script().Finish(
+      absl::NotFoundError("no such key"), {{"grpc-retry-pushback-ms", "10"}}));
+  auto stream = StartStream(Spec());
+  clock_->AdvanceBy(absl::Seconds(1));
+  EXPECT_EQ(transport_->attempt_count(), 1u);
+  ASSERT_EQ(done().size(), 1u);
+  EXPECT_EQ(done()[0].code(), absl::StatusCode::kNotFound);
+}
+
+TEST(RetryPushbackTest, ParsesGrfcA6Values) {
+  EXPECT_FALSE(ParseRetryPushback({}).present);
+  EXPECT_FALSE(ParseRetryPushback({{"x-other", "5"}}).present);
+  RetryPushback ok = ParseRetryPushback({{"grpc-retry-pushback-ms", "250"}});
+  EXPECT_TRUE(ok.present);
+  EXPECT_FALSE(ok.stop);
+  EXPECT_EQ(ok.delay, absl::Milliseconds(250));
+  EXPECT_EQ(ParseRetryPushback({{"grpc-retry-pushback-ms", " 12 "}}).delay,
+            absl::Milliseconds(12));
+  for (const char* bad : {"-1", "-9223372036854775808", "abc", "", "1.5",
+                          "+5", "99999999999999999999", "12ms"}) {
+    RetryPushback p = ParseRetryPushback({{"grpc-retry-pushback-ms", bad}});
+    EXPECT_TRUE(p.present) << bad;
+    EXPECT_TRUE(p.stop) << bad;
+  }
+  // Two values that agree are one; two that disagree are malformed.
+  EXPECT_FALSE(ParseRetryPushback({{"grpc-retry-pushback-ms", "5"},
+                                   {"grpc-retry-pushback-ms", "5"}})
+                   .stop);
+  EXPECT_TRUE(ParseRetryPushback({{"grpc-retry-pushback-ms", "5"},
+                                  {"grpc-retry-pushback-ms", "6"}})
+                  .stop);
+}
+
+TEST(RetryPushbackTest, MakeAttemptEndFillsDetailsAndPushback) {
+  absl::Status s = absl::UnavailableError("x");
+  s.SetPayload(kStatusDetailsPayloadUrl, absl::Cord("bytes"));
+  AttemptEnd end = MakeAttemptEnd(s, {{"grpc-retry-pushback-ms", "3"}});
+  EXPECT_EQ(end.error_details, "bytes");
+  EXPECT_EQ(end.pushback.delay, absl::Milliseconds(3));
+  EXPECT_EQ(end.status, s);
+}
+
+TEST(CertificateFailureTest, HandshakeRefusalsArePermanent) {
+  AttemptEnd end;
+  end.status = absl::UnavailableError(
+      "failed to connect to all addresses; last error: UNKNOWN: "
+      "ipv4:127.0.0.1:1: Ssl handshake failed: SSL_ERROR_SSL: "
+      "error:1000007d:SSL routines:OPENSSL_internal:CERTIFICATE_VERIFY_FAILED");
+  EXPECT_TRUE(IsCertificateFailure(end.status));
+  EXPECT_EQ(DefaultClassify(end), EndClass::kPermanent);
+  end.status = absl::UnavailableError(
+      "failed to connect to all addresses; last error: UNAVAILABLE: "
+      "ipv4:127.0.0.1:1: Connection refused");
+  EXPECT_FALSE(IsCertificateFailure(end.status));
+  EXPECT_EQ(DefaultClassify(end), EndClass::kDrain);
+  // Only UNAVAILABLE: the same words in another code are left alone.
+  end.status = absl::InternalError("CERTIFICATE_VERIFY_FAILED");
+  EXPECT_FALSE(IsCertificateFailure(end.status));
+}
+
+}  // namespace
+}  // namespace tether

@@ -108,7 +108,31 @@ struct Behaviour {
   grpc::Status end_status;
   grpc::Status permanent_status;
   bool drain_reject = false;
+  std::multimap<std::string, std::string> error_trailers;
 };
+
+// The client metadata a test server records ("x-" keys).
+std::map<std::string, std::string> XMetadata(
+    const grpc::CallbackServerContext* context) {
+  std::map<std::string, std::string> out;
+  for (const auto& kv : context->client_metadata()) {
+    std::string key(kv.first.data(), kv.first.size());
+    if (key.rfind("x-", 0) != 0) continue;
+    std::string value(kv.second.data(), kv.second.size());
+    auto it = out.find(key);
+    if (it == out.end()) {
+      out.emplace(std::move(key), std::move(value));
+    } else {
+      it->second += "," + value;
+    }
+  }
+  return out;
+}
+
+void AddTrailers(grpc::CallbackServerContext* context,
+                 const std::multimap<std::string, std::string>& trailers) {
+  for (const auto& kv : trailers) context->AddTrailingMetadata(kv.first, kv.second);
+}
 
 class WatchReactor;
 
@@ -131,6 +155,9 @@ class TestServer::Impl {
   void OnWatchDone(WatchReactor* reactor, bool before_first);
   void OnReactorDeleted();
   void OnPing();
+  void OnCall(std::string method, std::map<std::string, std::string> md);
+  // The status the next Ping fails with, OK to answer (consumes one).
+  grpc::Status TakePingFailure();
   TickScheduler& scheduler() { return scheduler_; }
 
   bool WaitFor(const std::function<bool(const TestServerStats&)>& pred,
@@ -169,6 +196,9 @@ class TestServer::Impl {
   bool running_ = false;
   bool drain_reject_ = false;
   bool mute_ = false;  // SetMute
+  std::multimap<std::string, std::string> error_trailers_;
+  int ping_failures_ = 0;
+  grpc::Status ping_failure_status_;
 
  private:
   struct Run;
@@ -191,8 +221,12 @@ class TestServer::Impl {
 // because a reaction may run inline on the calling thread.
 class WatchReactor : public grpc::ServerWriteReactor<tether::test::Event> {
  public:
-  WatchReactor(TestServer::Impl* impl, const tether::test::WatchRequest& req)
-      : impl_(impl), key_(req.key()), next_seq_(req.after_seq() + 1) {}
+  WatchReactor(TestServer::Impl* impl, grpc::CallbackServerContext* context,
+               const tether::test::WatchRequest& req)
+      : impl_(impl),
+        context_(context),
+        key_(req.key()),
+        next_seq_(req.after_seq() + 1) {}
 
   void Ref() { refs_.fetch_add(1, std::memory_order_relaxed); }
   void Unref() {
@@ -249,6 +283,7 @@ class WatchReactor : public grpc::ServerWriteReactor<tether::test::Event> {
     StartWrite(&event_);
   }
   void DoFinish(grpc::Status status) {
+    if (!status.ok()) AddTrailers(context_, impl_->GetBehaviour().error_trailers);
     HandOverToGrpc(this);
     Finish(std::move(status));
   }
@@ -355,6 +390,7 @@ class WatchReactor : public grpc::ServerWriteReactor<tether::test::Event> {
   }
 
   TestServer::Impl* const impl_;
+  grpc::CallbackServerContext* const context_;  // valid until OnDone
   const std::string key_;
   std::atomic<int> refs_{1};
   std::mutex mu_;
@@ -374,10 +410,11 @@ class SeqStreamService final : public tether::test::SeqStream::CallbackService {
   explicit SeqStreamService(TestServer::Impl* impl) : impl_(impl) {}
 
   grpc::ServerWriteReactor<tether::test::Event>* Watch(
-      grpc::CallbackServerContext* /*context*/,
+      grpc::CallbackServerContext* context,
       const tether::test::WatchRequest* request) override {
     TakeBackFromGrpc(this);
-    auto* reactor = new WatchReactor(impl_, *request);
+    impl_->OnCall("Watch", XMetadata(context));
+    auto* reactor = new WatchReactor(impl_, context, *request);
     impl_->OnWatchStarted(reactor, request->after_seq());
     reactor->Begin();
     HandOverToGrpc(reactor);
@@ -389,9 +426,15 @@ class SeqStreamService final : public tether::test::SeqStream::CallbackService {
                                  tether::test::PingReply* reply) override {
     TakeBackFromGrpc(this);
     Behaviour b = impl_->GetBehaviour();
+    impl_->OnCall("Ping", XMetadata(context));
     impl_->OnPing();
     grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-    if (!b.permanent_status.ok()) {
+    grpc::Status failure = impl_->TakePingFailure();
+    if (!failure.ok()) {
+      AddTrailers(context, b.error_trailers);
+      reactor->Finish(failure);
+    } else if (!b.permanent_status.ok()) {
+      AddTrailers(context, b.error_trailers);
       reactor->Finish(b.permanent_status);
     } else {
       reply->set_server(b.name);
@@ -465,8 +508,14 @@ absl::Status TestServer::Impl::Start() {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   int selected = 0;
-  builder.AddListeningPort(absl::StrCat("127.0.0.1:", port),
-                           grpc::InsecureServerCredentials(), &selected);
+  std::shared_ptr<grpc::ServerCredentials> credentials;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    credentials = options_.credentials;
+  }
+  if (credentials == nullptr) credentials = grpc::InsecureServerCredentials();
+  builder.AddListeningPort(absl::StrCat("127.0.0.1:", port), credentials,
+                           &selected);
   builder.RegisterService(run->service.get());
   HandOverToGrpc(run->service.get());
   run->server = builder.BuildAndStart();
@@ -569,6 +618,7 @@ Behaviour TestServer::Impl::GetBehaviour() {
   b.end_status = options_.end_status;
   b.permanent_status = options_.permanent_status;
   b.drain_reject = drain_reject_;
+  b.error_trailers = error_trailers_;
   return b;
 }
 
@@ -598,6 +648,19 @@ void TestServer::Impl::OnWatchDone(WatchReactor* reactor, bool before_first) {
 void TestServer::Impl::OnReactorDeleted() {
   ChangeLock l(this);
   --live_reactors_;
+}
+
+void TestServer::Impl::OnCall(std::string method,
+                              std::map<std::string, std::string> md) {
+  ChangeLock l(this);
+  stats_.calls.push_back({std::move(method), std::move(md)});
+}
+
+grpc::Status TestServer::Impl::TakePingFailure() {
+  ChangeLock l(this);
+  if (ping_failures_ <= 0) return grpc::Status::OK;
+  --ping_failures_;
+  return ping_failure_status_;
 }
 
 void TestServer::Impl::OnPing() {
@@ -658,6 +721,20 @@ void TestServer::SetEndEveryN(std::int64_t n, grpc::Status status) {
 void TestServer::SetPermanentStatus(grpc::Status status) {
   Impl::ChangeLock l(impl_.get());
   impl_->options_.permanent_status = std::move(status);
+}
+
+void TestServer::SetErrorTrailers(
+    std::multimap<std::string, std::string> trailers) {
+  Impl::ChangeLock l(impl_.get());
+  impl_->error_trailers_ = std::move(trailers);
+}
+
+void TestServer::FailNextPings(int n, grpc::Status status) {
+  DieIf(n < 0 || (n > 0 && status.ok()),
+        "FailNextPings needs n >= 0 and a non-OK status");
+  Impl::ChangeLock l(impl_.get());
+  impl_->ping_failures_ = n;
+  impl_->ping_failure_status_ = std::move(status);
 }
 
 void TestServer::EndAllStreams(grpc::Status status) {

@@ -5,12 +5,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "grpcpp/security/server_credentials.h"
 #include "grpcpp/support/status.h"
 
 namespace tether {
@@ -43,6 +45,9 @@ struct TestServerOptions {
   // Health status ("" and "tether.test.SeqStream") right after `Start()`.
   // Default true (SERVING).
   bool serving = true;
+  // Listening credentials: `grpc::SslServerCredentials(...)` for TLS or
+  // mutual TLS. Default null: insecure.
+  std::shared_ptr<grpc::ServerCredentials> credentials;
 };
 
 // A snapshot of a `TestServer`'s counters. Counters survive restarts; they
@@ -63,6 +68,14 @@ struct TestServerStats {
   std::int64_t pings = 0;
   // `WatchRequest.after_seq` of every Watch received, in arrival order.
   std::vector<std::uint64_t> after_seqs;
+  // For every Watch and Ping received, in arrival order: the method
+  // ("Watch" or "Ping") and the client's metadata whose keys start with
+  // "x-" (what interceptors and `configure_attempt` add).
+  struct Call {
+    std::string method;
+    std::map<std::string, std::string> metadata;
+  };
+  std::vector<Call> calls;
 };
 
 // A real gRPC server (callback API) on 127.0.0.1 serving
@@ -125,6 +138,12 @@ class TestServer {
   void SetEndEveryN(std::int64_t n, grpc::Status status);
   // OK turns the permanent error off.
   void SetPermanentStatus(grpc::Status status);
+  // Trailing metadata added to every call the server ends with an error of
+  // its own choosing (`permanent_status`, `end_every_n`, `EndAllStreams`,
+  // `FailNextPings`), e.g. {"grpc-retry-pushback-ms", "300"}. Empty: none.
+  void SetErrorTrailers(std::multimap<std::string, std::string> trailers);
+  // The next `n` Pings fail with `status` (not OK); later ones answer.
+  void FailNextPings(int n, grpc::Status status);
 
   // Ends every open Watch now with `status` (not OK); the server goes on
   // accepting and serving new ones.

@@ -56,7 +56,7 @@ bool IsCertificateFailure(const absl::Status& status) {
        {"CERTIFICATE_VERIFY_FAILED", "certificate verify failed",
         "SSLV3_ALERT_CERTIFICATE_EXPIRED", "SSLV3_ALERT_BAD_CERTIFICATE",
         "TLSV1_ALERT_UNKNOWN_CA", "certificate unknown",
-        "Peer name", "not in peer certificate"}) {
+        "is not in peer certificate"}) {
     if (absl::StrContains(m, needle)) return true;
   }
   return false;

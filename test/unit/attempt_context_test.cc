@@ -285,6 +285,18 @@ TEST(CertificateFailureTest, HandshakeRefusalsArePermanent) {
       "error:1000007d:SSL routines:OPENSSL_internal:CERTIFICATE_VERIFY_FAILED");
   EXPECT_TRUE(IsCertificateFailure(end.status));
   EXPECT_EQ(DefaultClassify(end), EndClass::kPermanent);
+  // What gRPC 1.51 on Debian 12 (OpenSSL 3) says for an unknown CA or an
+  // expired certificate (seen in tls_test.cc).
+  end.status = absl::UnavailableError(
+      "failed to connect to all addresses; last error: UNKNOWN: "
+      "ipv4:127.0.0.1:40585: Ssl handshake failed: SSL_ERROR_SSL: "
+      "error:0A000086:SSL routines::certificate verify failed");
+  EXPECT_EQ(DefaultClassify(end), EndClass::kPermanent);
+  // A refused client certificate looks like any closed connection.
+  end.status = absl::UnavailableError(
+      "failed to connect to all addresses; last error: UNAVAILABLE: "
+      "ipv4:127.0.0.1:36045: Socket closed");
+  EXPECT_EQ(DefaultClassify(end), EndClass::kDrain);
   end.status = absl::UnavailableError(
       "failed to connect to all addresses; last error: UNAVAILABLE: "
       "ipv4:127.0.0.1:1: Connection refused");

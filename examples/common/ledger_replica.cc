@@ -260,7 +260,10 @@ absl::Status LedgerReplica::Impl::Start() {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(options_.listen, grpc::InsecureServerCredentials(),
+  builder.AddListeningPort(options_.listen,
+                           options_.credentials != nullptr
+                               ? options_.credentials
+                               : grpc::InsecureServerCredentials(),
                            &port);
   builder.RegisterService(this);
   server_ = builder.BuildAndStart();

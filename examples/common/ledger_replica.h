@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "grpcpp/security/server_credentials.h"
 
 namespace tether {
 namespace examples {
@@ -51,6 +52,8 @@ struct LedgerReplicaOptions {
   // Graceful: the shutdown deadline after the GOAWAY. Cancel-first: how long
   // new streams are failed before the shutdown. Default 2 s; >= 0.
   absl::Duration drain = absl::Seconds(2);
+  // Listening credentials (TLS). Default null: insecure.
+  std::shared_ptr<grpc::ServerCredentials> credentials;
 };
 
 // OK, or INVALID_ARGUMENT naming the bad field.

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
+#include "tether/generated_method.h"
 
 namespace tether {
 namespace examples {
@@ -162,15 +163,9 @@ absl::StatusOr<std::unique_ptr<TetherWatch>> TetherWatch::Start(
   w->recorder_ = recorder;
   w->stopping_ = std::make_shared<std::atomic<bool>>(false);
   StreamSpec<lv1::WatchAccountRequest, lv1::AccountEvent> spec;
-  spec.start = [](const std::shared_ptr<grpc::Channel>& ch,
-                  grpc::ClientContext* ctx, const lv1::WatchAccountRequest* req,
-                  grpc::ClientReadReactor<lv1::AccountEvent>* r) {
-    lv1::Ledger::NewStub(ch)->async()->WatchAccount(ctx, req, r);
-  };
+  spec.start = StartWith<lv1::Ledger>(&lv1::Ledger::Stub::async::WatchAccount);
   spec.request.set_account(recorder->account());
-  spec.sequence_of = [](const lv1::AccountEvent& e) {
-    return absl::optional<std::uint64_t>(e.seq());
-  };
+  spec.sequence_of = [](const lv1::AccountEvent& e) { return e.seq(); };
   spec.resume_after = [](lv1::WatchAccountRequest& r, std::uint64_t seq) {
     r.set_after_seq(seq);
   };

@@ -15,7 +15,7 @@
 #include "gtest/gtest.h"
 #include "test/integration/stream_test_util.h"
 #include "test/support/test_server.h"
-#include "test/support/tls_certs.h"
+#include "support/tls_certs.h"
 #include "tether/classification.h"
 #include "tether/connection_pool.h"
 #include "tether/reconnecting_stream.h"
@@ -23,6 +23,9 @@
 namespace tether {
 namespace testsupport {
 namespace {
+
+using ::tether::support::MakeTestCertificates;
+using ::tether::support::TestCertificates;
 
 constexpr absl::Duration kWait = absl::Seconds(30);
 constexpr char kName[] = "ledger.test";

@@ -1,6 +1,6 @@
 // Copyright 2026 The tether Authors. Licensed under the Apache License 2.0.
-#ifndef TETHER_TEST_SUPPORT_TLS_CERTS_H_
-#define TETHER_TEST_SUPPORT_TLS_CERTS_H_
+#ifndef TETHER_SUPPORT_TLS_CERTS_H_
+#define TETHER_SUPPORT_TLS_CERTS_H_
 
 #include <memory>
 #include <string>
@@ -10,7 +10,7 @@
 #include "grpcpp/security/server_credentials.h"
 
 namespace tether {
-namespace testsupport {
+namespace support {
 
 // Certificates made at test time with the `openssl` command line (EC P-256,
 // valid for 2 days), in a temporary directory removed by the destructor:
@@ -47,7 +47,7 @@ struct TestCertificates {
 absl::StatusOr<std::unique_ptr<TestCertificates>> MakeTestCertificates(
     const std::string& server_name);
 
-}  // namespace testsupport
+}  // namespace support
 }  // namespace tether
 
-#endif  // TETHER_TEST_SUPPORT_TLS_CERTS_H_
+#endif  // TETHER_SUPPORT_TLS_CERTS_H_

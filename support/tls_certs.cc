@@ -1,5 +1,5 @@
 // Copyright 2026 The tether Authors. Licensed under the Apache License 2.0.
-#include "test/support/tls_certs.h"
+#include "support/tls_certs.h"
 
 #include <stdlib.h>
 
@@ -15,7 +15,7 @@
 #include "grpcpp/security/server_credentials.h"
 
 namespace tether {
-namespace testsupport {
+namespace support {
 namespace {
 
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
@@ -129,5 +129,5 @@ absl::StatusOr<std::unique_ptr<TestCertificates>> MakeTestCertificates(
   return certs;
 }
 
-}  // namespace testsupport
+}  // namespace support
 }  // namespace tether

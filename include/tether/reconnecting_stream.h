@@ -27,7 +27,8 @@ struct StreamSpec {
   // Starts one attempt with the user's own generated stub on `channel`.
   // Must call exactly one generated callback method and nothing else (tether
   // calls StartRead/StartCall itself). Called once per attempt, from any
-  // thread. For example:
+  // thread. `tether::StartWith<Service>(&Service::Stub::async::Method)`
+  // (tether/generated_method.h) builds it. By hand, for example:
   //   [](const std::shared_ptr<grpc::Channel>& ch, grpc::ClientContext* ctx,
   //      const WatchRequest* req, grpc::ClientReadReactor<Event>* r) {
   //     SeqStream::NewStub(ch)->async()->Watch(ctx, req, r);
@@ -42,6 +43,10 @@ struct StreamSpec {
 
   // Reads the sequence number of a response; nullopt when the message has
   // none, which ends the stream with INTERNAL (a server bug, not a retry).
+  // Any callable returning something convertible to
+  // `absl::optional<std::uint64_t>` fits: `[](const Event& e) { return
+  // e.seq(); }` needs no explicit return type; `tether::SequenceFrom(
+  // &Event::seq)` also treats 0 (proto3's unset) as none.
   // Leave empty for streams without sequence numbers: every reopen then
   // sends `request` unchanged and every message is delivered.
   std::function<absl::optional<std::uint64_t>(const Response&)> sequence_of;

@@ -10,6 +10,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tether/classification.h"
+#include "tether/connection_pool.h"
+#include "tether/generated_method.h"
 #include "tether/reconnecting_stream.h"
 #include "tether/testing/fake_clock.h"
 #include "tether/testing/fake_transport.h"
@@ -305,6 +307,29 @@ TEST(CertificateFailureTest, HandshakeRefusalsArePermanent) {
   // Only UNAVAILABLE: the same words in another code are left alone.
   end.status = absl::InternalError("CERTIFICATE_VERIFY_FAILED");
   EXPECT_FALSE(IsCertificateFailure(end.status));
+}
+
+TEST(InterceptorOptionsTest, NullFactoryIsRejected) {
+  ConnectionPoolOptions o;
+  o.addresses = {"127.0.0.1:1"};
+  o.interceptor_factories.push_back(nullptr);
+  auto pool = ConnectionPool::Create(std::move(o));
+  EXPECT_EQ(pool.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(pool.status().message()),
+              HasSubstr("interceptor_factories"));
+}
+
+struct ProtoLike {
+  std::uint64_t seq() const { return seq_; }
+  std::uint64_t seq_ = 0;
+};
+
+TEST(SequenceFromTest, ReadsTheGetterAndTreatsZeroAsNone) {
+  auto seq = SequenceFrom(&ProtoLike::seq);
+  EXPECT_EQ(seq(ProtoLike{7}), absl::optional<std::uint64_t>(7));
+  EXPECT_EQ(seq(ProtoLike{0}), absl::nullopt);
+  EXPECT_EQ(seq(ProtoLike{~std::uint64_t{0}}),
+            absl::optional<std::uint64_t>(~std::uint64_t{0}));
 }
 
 }  // namespace

@@ -84,6 +84,9 @@ struct StreamSpec {
 
 // Where a stream opens its attempts: one channel, or a `ConnectionSource`
 // such as a `ConnectionPool` (drain-aware). Implicitly built from either.
+// A pool creates its own channels (credentials and interceptors come from
+// `ConnectionPoolOptions`); a single channel is the caller's: build it with
+// `grpc::experimental::CreateCustomChannelWithInterceptors` to intercept.
 class Target {
  public:
   Target(std::shared_ptr<grpc::Channel> channel)  // NOLINT: implicit

@@ -230,8 +230,9 @@ class ReconnectingStream {
           internal::MakeGrpcReadAttemptFactory<Request, Response>(
               spec.start, spec.configure_context);
     }
-    s = internal::CheckPositionFields(spec, "StreamSpec",
-                                      /*resume_needed=*/true);
+    s = internal::CheckPositionFields(spec, "StreamSpec");
+    if (!s.ok()) return s;
+    s = internal::CheckServerResumeFields(spec, "StreamSpec");
     if (!s.ok()) return s;
     typename Core::Hooks hooks;
     hooks.initial_position = spec.initial_last_seq;

@@ -21,37 +21,13 @@ namespace internal {
 // (or present without its reader); trim_delivered or deliver_progress or
 // spacing without position_of; initial_cursor without cursor_of; resync
 // without a trigger, a trigger without resync, or resync with cursors.
-// `resume_needed`: server streams need resume_after/resume_from_cursor
-// (bidi streams resume through open_requests instead).
 template <class Spec>
-absl::Status CheckPositionFields(const Spec& spec, const char* what,
-                                 bool resume_needed) {
+absl::Status CheckPositionFields(const Spec& spec, const char* what) {
   const int readers = (spec.sequence_of ? 1 : 0) + (spec.position_of ? 1 : 0) +
                       (spec.cursor_of ? 1 : 0);
   if (readers > 1) {
     return absl::InvalidArgumentError(absl::StrCat(
         what, ": set at most one of sequence_of, position_of and cursor_of"));
-  }
-  if (resume_needed) {
-    if ((spec.sequence_of || spec.position_of) && !spec.resume_after) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          what, ".", spec.sequence_of ? "sequence_of" : "position_of",
-          " is set but resume_after is empty: a reopen could not resume"));
-    }
-    if (!spec.sequence_of && !spec.position_of && spec.resume_after) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          what, ".resume_after is set but sequence_of and position_of are "
-                "empty"));
-    }
-    if (spec.cursor_of && !spec.resume_from_cursor) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          what, ".cursor_of is set but resume_from_cursor is empty: a "
-                "reopen could not resume"));
-    }
-    if (!spec.cursor_of && spec.resume_from_cursor) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          what, ".resume_from_cursor is set but cursor_of is empty"));
-    }
   }
   if (spec.trim_delivered && !spec.position_of) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -84,6 +60,32 @@ absl::Status CheckPositionFields(const Spec& spec, const char* what,
     return absl::InvalidArgumentError(absl::StrCat(
         what, ".resync needs integer positions (sequence_of or position_of): "
               "it gives the position to resume after"));
+  }
+  return absl::OkStatus();
+}
+
+// Server streams: the resume hooks (resume_after / resume_from_cursor) go
+// with their readers. Bidi streams resume through open_requests instead.
+template <class Spec>
+absl::Status CheckServerResumeFields(const Spec& spec, const char* what) {
+  if ((spec.sequence_of || spec.position_of) && !spec.resume_after) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ".", spec.sequence_of ? "sequence_of" : "position_of",
+        " is set but resume_after is empty: a reopen could not resume"));
+  }
+  if (!spec.sequence_of && !spec.position_of && spec.resume_after) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ".resume_after is set but sequence_of and position_of are "
+              "empty"));
+  }
+  if (spec.cursor_of && !spec.resume_from_cursor) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ".cursor_of is set but resume_from_cursor is empty: a "
+              "reopen could not resume"));
+  }
+  if (!spec.cursor_of && spec.resume_from_cursor) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ".resume_from_cursor is set but cursor_of is empty"));
   }
   return absl::OkStatus();
 }

@@ -498,7 +498,9 @@ TEST_F(PositionsTest, ResyncsWithoutProgressSpendTheBudget) {
     cv_.notify_all();
   });
   for (int i = 0; i < 10; ++i) {
-    transport_->Expect(Transport::Script().Message(Cannot()));
+    // A control message first (etcd's "created") is no progress.
+    transport_->Expect(
+        Transport::Script().Message(Control()).Message(Cannot()));
   }
   auto stream = StartStream(std::move(spec));
   // Every attempt says "cannot resume" at once: the resyncs after the first

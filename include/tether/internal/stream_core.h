@@ -1039,11 +1039,15 @@ class StreamCore final
           if (!hooks_.deliver_progress) return true;
           break;
         case PositionGate::Verdict::kDeliver:
-          if (pos->kind() != Position::Kind::kNone) {
-            stats_.has_last_seq = true;
-            stats_.last_delivered_seq = gate_.last();
-            resynced_without_progress_ = false;
+          if (pos->kind() == Position::Kind::kNone) {
+            // A control message is delivered but is no progress: a server
+            // that answers every attempt with one and then fails (or asks
+            // for a resync) still spends the budget.
+            return PushLocked(rec, std::move(response));
           }
+          stats_.has_last_seq = true;
+          stats_.last_delivered_seq = gate_.last();
+          resynced_without_progress_ = false;
           break;
       }
     } else if (hooks_.cursor_of && cursor) {
@@ -1057,6 +1061,13 @@ class StreamCore final
     }
     rec->progressed = true;
     budget_.OnProgress();
+    return PushLocked(rec, std::move(response));
+  }
+
+  // Queues a message for the app; false (and the attempt pauses) when the
+  // queue is full.
+  bool PushLocked(const std::shared_ptr<AttemptRec>& rec, Response&& response)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (!queue_.Push(std::move(response))) {
       rec->paused = true;
       return false;

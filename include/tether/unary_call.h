@@ -3,10 +3,12 @@
 #define TETHER_UNARY_CALL_H_
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <exception>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <string>
 #include <utility>
@@ -14,7 +16,6 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "absl/types/optional.h"
 #include "grpcpp/channel.h"
@@ -420,18 +421,27 @@ class UnaryCaller {
   // gRPC deadline is cut to it). Not for a fake clock: use the callback form
   // there.
   absl::StatusOr<Response> Call(Request request) {
+    // std::mutex, not absl::Notification: TSan cannot see Debian's abseil.
     struct Slot {
-      absl::Notification ready;
+      std::mutex mu;
+      std::condition_variable cv;
+      bool ready = false;
       absl::StatusOr<Response> result = absl::UnknownError("not set");
     };
     auto slot = std::make_shared<Slot>();
     Call(std::move(request), [slot](absl::StatusOr<Response> r) {
+      std::lock_guard<std::mutex> lock(slot->mu);
       slot->result = std::move(r);
-      slot->ready.Notify();
+      slot->ready = true;
+      slot->cv.notify_all();
     });
     // Bounded in real time too, so that nothing waits for ever.
-    if (!slot->ready.WaitForNotificationWithTimeout(
-            options_.overall_timeout + absl::Minutes(1))) {
+    std::unique_lock<std::mutex> lock(slot->mu);
+    if (!slot->cv.wait_for(
+            lock,
+            absl::ToChronoNanoseconds(options_.overall_timeout +
+                                      absl::Minutes(1)),
+            [&] { return slot->ready; })) {
       return absl::DeadlineExceededError(
           "tether: unary call did not end within overall_timeout + 1 min");
     }

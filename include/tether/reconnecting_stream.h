@@ -55,7 +55,7 @@ struct StreamSpec {
   std::function<void(grpc::ClientContext&)> configure_context;
 
   // Advanced: replaces `start` with another way to run attempts. Test
-  // doubles (`tether::testing::FakeTransport`) plug in here.
+  // doubles (`tether::fakes::FakeTransport`) plug in here.
   std::shared_ptr<AttemptFactory<Request, Response>> attempt_factory;
 
   // Optional: the sequence number the request already resumes after (when

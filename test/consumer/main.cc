@@ -26,7 +26,7 @@ void Check(bool ok, const char* what) {
 
 int main() {
   // A fake clock fires due timers in order, and only when advanced.
-  tether::testing::FakeClock fake;
+  tether::fakes::FakeClock fake;
   tether::Clock& clock = fake;
   std::vector<int> fired;
   clock.RunAfter(absl::Seconds(2), [&] { fired.push_back(2); });

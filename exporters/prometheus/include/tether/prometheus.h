@@ -24,8 +24,8 @@ std::string PrometheusLabelName(absl::string_view key);
 // (prometheus-cpp); expose the registry with prometheus-cpp's `Exposer`
 // (pull) or push it with its `Gateway`. Target `tether::prometheus`.
 //
-// Every metric's family is registered at `Create`, so a scrape lists them
-// all (with no series until something happens). Counters become Prometheus
+// Every metric's family is registered at `Create` (prometheus-cpp lists a
+// family in a scrape once it has a series). Counters become Prometheus
 // counters, up-down counters gauges, histograms histograms with the
 // descriptor's buckets.
 //

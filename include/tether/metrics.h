@@ -67,7 +67,8 @@ const std::vector<MetricDescriptor>& AllMetrics();
 const MetricDescriptor& Describe(MetricId id);
 
 // Where the metrics go: the small interface an exporter implements
-// (`tether::prometheus::PrometheusSink`, or your own for another system).
+// (`tether::PrometheusMetricsSink` in target `tether::prometheus`, or your
+// own for another system).
 //
 // `labels` holds one value per `Describe(metric).label_keys` entry, in order.
 // Thread safety: called concurrently from gRPC's, the clock's and the pool's

@@ -114,7 +114,9 @@ class Target {
 //   auto stream = tether::ReconnectingStream<WatchRequest, Event>::Start(
 //       channel, spec, {},
 //       [](Event&& e) { Apply(e); },
-//       [](const absl::Status& s) { LOG(INFO) << "ended: " << s; });
+//       [](const absl::Status& s) {
+//         std::fprintf(stderr, "ended: %s\n", s.ToString().c_str());
+//       });
 template <class Request, class Response>
 class ReconnectingStream {
  public:

@@ -369,8 +369,8 @@ int main(int argc, char** argv) {
     }
     exposer->RegisterCollectable(registry);
     const std::string host = metrics_at.substr(0, metrics_at.rfind(':'));
-    std::printf("rollout_demo: metrics at http://%s:%d/metrics\n",
-                host.c_str(), exposer->GetListeningPorts().at(0));
+    std::printf("rollout_demo: metrics at http://%s:%d/metrics\n", host.c_str(),
+                exposer->GetListeningPorts().at(0));
 #else
     std::fprintf(stderr,
                  "rollout_demo: --metrics needs tether::prometheus "

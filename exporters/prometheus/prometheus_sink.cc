@@ -1,6 +1,4 @@
 // Copyright 2026 The tether Authors. Licensed under the Apache License 2.0.
-#include "tether/prometheus.h"
-
 #include <cstddef>
 #include <map>
 #include <string>
@@ -12,6 +10,7 @@
 #include "prometheus/family.h"
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
+#include "tether/prometheus.h"
 
 namespace tether {
 
@@ -80,8 +79,9 @@ PrometheusMetricsSink::PrometheusMetricsSink(
             *registry_);
         break;
       case MetricKind::kHistogram:
-        e.histogram = &prometheus::BuildHistogram().Name(name).Help(help)
-                           .Register(*registry_);
+        e.histogram =
+            &prometheus::BuildHistogram().Name(name).Help(help).Register(
+                *registry_);
         e.buckets.assign(d.buckets.begin(), d.buckets.end());
         break;
     }

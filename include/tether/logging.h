@@ -48,8 +48,8 @@ enum class LogEvent {
   kBackoff,
   kGaveUp,
   kStalled,
-  kStreamDraining,
-  kConnection,  // pool: opened, ready, draining, suspect, restored, retired
+  kStreamDraining,  // a connection draining (told to a stream or a pool)
+  kConnection,      // pool: opened, ready, suspect, restored, retired
   kBreakerState,
   kBreakerRejected,
   kCount,  // not an event: the number of kinds

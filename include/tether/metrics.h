@@ -97,8 +97,7 @@ class InMemoryMetricsSink final : public MetricsSink {
               double value) override;
 
   // The current value of a counter or up-down counter; 0 if never touched.
-  double Value(MetricId metric,
-               const std::vector<std::string>& labels) const;
+  double Value(MetricId metric, const std::vector<std::string>& labels) const;
   // The sum over every label set of a counter or up-down counter.
   double Total(MetricId metric) const;
   // How many values a histogram recorded for `labels`, and over all labels.
@@ -132,8 +131,8 @@ class InMemoryMetricsSink final : public MetricsSink {
 class MetricsStreamObserver final : public StreamObserver {
  public:
   // `clock` times the attempts; null means `SystemClock()`.
-  MetricsStreamObserver(std::shared_ptr<MetricsSink> sink,
-                        std::string method, std::string target,
+  MetricsStreamObserver(std::shared_ptr<MetricsSink> sink, std::string method,
+                        std::string target,
                         std::shared_ptr<Clock> clock = nullptr);
   ~MetricsStreamObserver() override;
 
@@ -227,8 +226,7 @@ class MetricsBreakerObserver final : public BreakerObserver {
 
   const std::shared_ptr<MetricsSink> sink_;
   internal::Mutex mu_;
-  std::map<std::string, BreakerState, std::less<>> states_
-      ABSL_GUARDED_BY(mu_);
+  std::map<std::string, BreakerState, std::less<>> states_ ABSL_GUARDED_BY(mu_);
 };
 
 std::shared_ptr<MetricsBreakerObserver> MakeMetricsBreakerObserver(

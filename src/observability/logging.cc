@@ -16,9 +16,8 @@ using internal::MutexLock;
 class StderrSink final : public LogSink {
  public:
   void Write(LogSeverity severity, absl::string_view line) override {
-    const std::string out =
-        absl::StrCat("tether ", LogSeverityName(severity).substr(0, 1), ": ",
-                     line, "\n");
+    const std::string out = absl::StrCat(
+        "tether ", LogSeverityName(severity).substr(0, 1), ": ", line, "\n");
     std::fwrite(out.data(), 1, out.size(), stderr);
   }
 };
@@ -85,9 +84,9 @@ absl::Status Validate(const LoggingOptions& o) {
         o.max_lines_per_window));
   }
   if (o.rate_window < absl::Milliseconds(1) || o.rate_window > absl::Hours(1)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "LoggingOptions.rate_window must be in [1ms, 1h], got ",
-        absl::FormatDuration(o.rate_window)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("LoggingOptions.rate_window must be in [1ms, 1h], got ",
+                     absl::FormatDuration(o.rate_window)));
   }
   return absl::OkStatus();
 }
@@ -133,9 +132,8 @@ std::string LoggingObserver::TakeSummaryLocked(LogEvent kind, Window& w,
                                                absl::Time now) {
   if (w.suppressed == 0) return std::string();
   std::string line = absl::StrFormat(
-      "%ssuppressed %d %s lines in the last %s", options_.prefix.empty()
-                                                      ? std::string()
-                                                      : options_.prefix + ": ",
+      "%ssuppressed %d %s lines in the last %s",
+      options_.prefix.empty() ? std::string() : options_.prefix + ": ",
       w.suppressed, LogEventName(kind),
       absl::FormatDuration(absl::Trunc(now - w.start, absl::Milliseconds(1))));
   w.suppressed = 0;
@@ -211,10 +209,11 @@ void LoggingObserver::Flush(LogEvent kind) {
 // --- Events ------------------------------------------------------------------
 
 void LoggingObserver::OnAttemptStarted(const AttemptInfo& info) {
-  std::string line = absl::StrFormat(
-      "attempt %d started on connection %d (%s", info.attempt,
-      info.connection_id, AttemptReasonName(info.reason));
-  if (info.resumed) absl::StrAppend(&line, ", resume after ", info.resume_after_seq);
+  std::string line =
+      absl::StrFormat("attempt %d started on connection %d (%s", info.attempt,
+                      info.connection_id, AttemptReasonName(info.reason));
+  if (info.resumed)
+    absl::StrAppend(&line, ", resume after ", info.resume_after_seq);
   line += ")";
   Log(LogEvent::kAttemptStarted, LogSeverity::kInfo, line);
 }

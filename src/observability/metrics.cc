@@ -4,8 +4,8 @@
 #include <utility>
 
 #include "absl/status/status.h"
-#include "absl/types/optional.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/optional.h"
 
 namespace tether {
 namespace {
@@ -17,63 +17,122 @@ constexpr absl::string_view kTarget = "grpc.target";
 
 std::vector<double> LatencyBuckets() {
   // A66's latency buckets, then longer ones for stream attempts.
-  return {0,     0.00001, 0.00005, 0.0001, 0.0003, 0.0006, 0.0008, 0.001,
-          0.002, 0.003,   0.004,   0.005,  0.006,  0.008,  0.01,   0.013,
-          0.016, 0.02,    0.025,   0.03,   0.04,   0.05,   0.065,  0.08,
-          0.1,   0.13,    0.16,    0.2,    0.25,   0.3,    0.4,    0.5,
-          0.65,  0.8,     1,       2,      5,      10,     20,     50,
-          100,   300,     600,     1800,   3600};
+  return {0,     0.00001, 0.00005, 0.0001, 0.0003, 0.0006, 0.0008, 0.001, 0.002,
+          0.003, 0.004,   0.005,   0.006,  0.008,  0.01,   0.013,  0.016, 0.02,
+          0.025, 0.03,    0.04,    0.05,   0.065,  0.08,   0.1,    0.13,  0.16,
+          0.2,   0.25,    0.3,     0.4,    0.5,    0.65,   0.8,    1,     2,
+          5,     10,      20,      50,     100,    300,    600,    1800,  3600};
 }
 
 std::vector<MetricDescriptor> BuildDescriptors() {
   using K = MetricKind;
   using M = MetricId;
   std::vector<MetricDescriptor> d = {
-      {M::kAttemptStarted, K::kCounter, "tether.client.attempt.started",
-       "{attempt}", "Stream attempts started (A66 attempt.started)",
-       {kMethod, kTarget, "tether.reason"}, {}},
-      {M::kAttemptDuration, K::kHistogram, "tether.client.attempt.duration",
-       "s", "Stream attempt durations, start to end (A66 attempt.duration)",
-       {kMethod, kTarget, "grpc.status", "tether.end"}, LatencyBuckets()},
-      {M::kAttemptTimeToFirstMessage, K::kHistogram,
-       "tether.client.attempt.time_to_first_message", "s",
-       "From an attempt's start to its first message",
-       {kMethod, kTarget}, LatencyBuckets()},
-      {M::kStreamsOpen, K::kUpDownCounter, "tether.client.streams.open",
-       "{stream}", "Streams open (first attempt started, not yet released)",
-       {kMethod, kTarget}, {}},
-      {M::kMigrations, K::kCounter, "tether.client.migrations", "{attempt}",
-       "Attempts started because the connection was draining",
-       {kMethod, kTarget}, {}},
-      {M::kDuplicatesDropped, K::kCounter, "tether.client.duplicates_dropped",
-       "{message}", "Messages dropped as duplicates after a resume",
-       {kMethod, kTarget}, {}},
-      {M::kGaps, K::kCounter, "tether.client.gaps", "{gap}",
-       "Messages that skipped sequence numbers", {kMethod, kTarget}, {}},
-      {M::kStalls, K::kCounter, "tether.client.stalls", "{attempt}",
-       "Attempts lost to stall_timeout", {kMethod, kTarget}, {}},
-      {M::kResyncs, K::kCounter, "tether.client.resyncs", "{resync}",
-       "Streams that resynchronized because a resume was impossible",
-       {kMethod, kTarget}, {}},
-      {M::kStreamsGaveUp, K::kCounter, "tether.client.streams.gave_up",
-       "{stream}", "Streams ended because their reopen budget was spent",
-       {kMethod, kTarget}, {}},
-      {M::kBreakerState, K::kUpDownCounter, "tether.client.breaker.state",
-       "1", "1 for the breaker's current state, 0 for the others",
-       {"tether.breaker", "tether.state"}, {}},
-      {M::kBreakerTransitions, K::kCounter,
-       "tether.client.breaker.transitions", "{transition}",
-       "Breaker state changes", {"tether.breaker", "tether.from", "tether.to"},
+      {M::kAttemptStarted,
+       K::kCounter,
+       "tether.client.attempt.started",
+       "{attempt}",
+       "Stream attempts started (A66 attempt.started)",
+       {kMethod, kTarget, "tether.reason"},
        {}},
-      {M::kBreakerCalls, K::kCounter, "tether.client.breaker.calls", "{call}",
+      {M::kAttemptDuration,
+       K::kHistogram,
+       "tether.client.attempt.duration",
+       "s",
+       "Stream attempt durations, start to end (A66 attempt.duration)",
+       {kMethod, kTarget, "grpc.status", "tether.end"},
+       LatencyBuckets()},
+      {M::kAttemptTimeToFirstMessage,
+       K::kHistogram,
+       "tether.client.attempt.time_to_first_message",
+       "s",
+       "From an attempt's start to its first message",
+       {kMethod, kTarget},
+       LatencyBuckets()},
+      {M::kStreamsOpen,
+       K::kUpDownCounter,
+       "tether.client.streams.open",
+       "{stream}",
+       "Streams open (first attempt started, not yet released)",
+       {kMethod, kTarget},
+       {}},
+      {M::kMigrations,
+       K::kCounter,
+       "tether.client.migrations",
+       "{attempt}",
+       "Attempts started because the connection was draining",
+       {kMethod, kTarget},
+       {}},
+      {M::kDuplicatesDropped,
+       K::kCounter,
+       "tether.client.duplicates_dropped",
+       "{message}",
+       "Messages dropped as duplicates after a resume",
+       {kMethod, kTarget},
+       {}},
+      {M::kGaps,
+       K::kCounter,
+       "tether.client.gaps",
+       "{gap}",
+       "Messages that skipped sequence numbers",
+       {kMethod, kTarget},
+       {}},
+      {M::kStalls,
+       K::kCounter,
+       "tether.client.stalls",
+       "{attempt}",
+       "Attempts lost to stall_timeout",
+       {kMethod, kTarget},
+       {}},
+      {M::kResyncs,
+       K::kCounter,
+       "tether.client.resyncs",
+       "{resync}",
+       "Streams that resynchronized because a resume was impossible",
+       {kMethod, kTarget},
+       {}},
+      {M::kStreamsGaveUp,
+       K::kCounter,
+       "tether.client.streams.gave_up",
+       "{stream}",
+       "Streams ended because their reopen budget was spent",
+       {kMethod, kTarget},
+       {}},
+      {M::kBreakerState,
+       K::kUpDownCounter,
+       "tether.client.breaker.state",
+       "1",
+       "1 for the breaker's current state, 0 for the others",
+       {"tether.breaker", "tether.state"},
+       {}},
+      {M::kBreakerTransitions,
+       K::kCounter,
+       "tether.client.breaker.transitions",
+       "{transition}",
+       "Breaker state changes",
+       {"tether.breaker", "tether.from", "tether.to"},
+       {}},
+      {M::kBreakerCalls,
+       K::kCounter,
+       "tether.client.breaker.calls",
+       "{call}",
        "Calls seen by a breaker, by outcome (not_permitted: rejected)",
-       {"tether.breaker", "tether.outcome"}, {}},
-      {M::kConnections, K::kUpDownCounter, "tether.client.connections",
-       "{connection}", "Pool connections open, by state",
-       {kTarget, "tether.state"}, {}},
-      {M::kConnectionsOpened, K::kCounter,
-       "tether.client.connections.opened", "{connection}",
-       "Pool connections ever opened", {kTarget}, {}},
+       {"tether.breaker", "tether.outcome"},
+       {}},
+      {M::kConnections,
+       K::kUpDownCounter,
+       "tether.client.connections",
+       "{connection}",
+       "Pool connections open, by state",
+       {kTarget, "tether.state"},
+       {}},
+      {M::kConnectionsOpened,
+       K::kCounter,
+       "tether.client.connections.opened",
+       "{connection}",
+       "Pool connections ever opened",
+       {kTarget},
+       {}},
   };
   return d;
 }
@@ -92,7 +151,8 @@ std::vector<std::string> Owned(absl::Span<const absl::string_view> labels) {
 }  // namespace
 
 const std::vector<MetricDescriptor>& AllMetrics() {
-  static const auto* all = new std::vector<MetricDescriptor>(BuildDescriptors());
+  static const auto* all =
+      new std::vector<MetricDescriptor>(BuildDescriptors());
   return *all;
 }
 
@@ -216,7 +276,8 @@ void MetricsStreamObserver::OnAttemptEnded(const AttemptInfo& info,
   const std::string code = absl::StatusCodeToString(status.code());
   const absl::string_view l[] = {method_, target_, code,
                                  EndLabel(classified, by_client)};
-  sink_->Record(MetricId::kAttemptDuration, l, Seconds(clock_->Now() - *started));
+  sink_->Record(MetricId::kAttemptDuration, l,
+                Seconds(clock_->Now() - *started));
 }
 
 void MetricsStreamObserver::OnDuplicateDropped(std::uint64_t /*seq*/,

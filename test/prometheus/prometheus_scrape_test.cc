@@ -165,16 +165,17 @@ TEST(PrometheusScrape, CountersMoveDuringARollout) {
   EXPECT_EQ(before.Sum("tether_client_attempt_time_to_first_message_seconds_"
                        "count"),
             kStreams);
-  EXPECT_GE(before.Sum("tether_client_connections",
-                       {"tether_state=\"ready\""}),
+  EXPECT_GE(before.Sum("tether_client_connections", {"tether_state=\"ready\""}),
             1);
-  EXPECT_GE(before.Sum("tether_client_breaker_calls_total",
-                       {"tether_breaker=\"seq\"", "tether_outcome=\"success\""}),
-            kStreams);
+  EXPECT_GE(
+      before.Sum("tether_client_breaker_calls_total",
+                 {"tether_breaker=\"seq\"", "tether_outcome=\"success\""}),
+      kStreams);
   EXPECT_EQ(before.Sum("tether_client_breaker_state",
                        {"tether_breaker=\"seq\"", "tether_state=\"closed\""}),
             1);
-  const double opened_before = before.Sum("tether_client_connections_opened_total");
+  const double opened_before =
+      before.Sum("tether_client_connections_opened_total");
 
   // The rollout: new connections go to B; A sends GOAWAY and drains.
   ASSERT_TRUE(proxy.SetBackend(b->address()).ok());
@@ -194,8 +195,9 @@ TEST(PrometheusScrape, CountersMoveDuringARollout) {
     }
     absl::SleepFor(absl::Milliseconds(20));
   } while (absl::Now() < deadline);
-  EXPECT_TRUE(during.Has("# TYPE tether_client_attempt_duration_seconds "
-                         "histogram"));
+  EXPECT_TRUE(
+      during.Has("# TYPE tether_client_attempt_duration_seconds "
+                 "histogram"));
   EXPECT_EQ(during.Sum("tether_client_streams_open", {method}), kStreams);
   EXPECT_GE(during.Sum("tether_client_migrations_total", {method}), kStreams)
       << during.text;
@@ -208,8 +210,7 @@ TEST(PrometheusScrape, CountersMoveDuringARollout) {
             kStreams);
   EXPECT_GT(during.Sum("tether_client_connections_opened_total"),
             opened_before);
-  EXPECT_GE(during.Sum("tether_client_connections",
-                       {"tether_state=\"ready\""}),
+  EXPECT_GE(during.Sum("tether_client_connections", {"tether_state=\"ready\""}),
             1);
   EXPECT_EQ(during.Sum("tether_client_gaps_total"), 0);
   EXPECT_EQ(during.Sum("tether_client_streams_gave_up_total"), 0);

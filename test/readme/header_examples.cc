@@ -10,6 +10,7 @@
 #include "tether/metrics.h"
 #include "tether/reconnecting_stream.h"
 
+// clang-format off: the examples are kept as the headers show them.
 namespace {
 
 using WatchRequest = WatchAccountRequest;
@@ -47,3 +48,4 @@ using Watch = tether::ReconnectingStream<WatchRequest, Event>;
 }
 
 }  // namespace
+// clang-format on

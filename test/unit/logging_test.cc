@@ -73,7 +73,8 @@ TEST_F(LoggingTest, LinesCarryPrefixFactsAndSeverity) {
   EXPECT_THAT(sink_->lines[1].second, HasSubstr("INTERNAL: boom (transient)"));
   EXPECT_EQ(sink_->lines[1].first, LogSeverity::kWarning);
   EXPECT_EQ(sink_->lines[2].first, LogSeverity::kError);
-  EXPECT_THAT(sink_->lines[3].second, HasSubstr("breaker ledger: closed -> open"));
+  EXPECT_THAT(sink_->lines[3].second,
+              HasSubstr("breaker ledger: closed -> open"));
   EXPECT_EQ(sink_->lines[3].first, LogSeverity::kWarning);
 }
 

@@ -97,12 +97,12 @@ TEST_F(StreamMetricsTest, MigrationDuplicatesGapAndOpenStreams) {
   auto old = transport_->attempt(0);
   clock_->AdvanceBy(absl::Milliseconds(250));
   old->Send(Resp{1});
-  EXPECT_EQ(sink_->Count(MetricId::kAttemptTimeToFirstMessage,
-                         {kMethod, kTarget}),
-            1u);
-  EXPECT_DOUBLE_EQ(sink_->Value(MetricId::kAttemptTimeToFirstMessage,
-                                {kMethod, kTarget}),
-                   0.25);
+  EXPECT_EQ(
+      sink_->Count(MetricId::kAttemptTimeToFirstMessage, {kMethod, kTarget}),
+      1u);
+  EXPECT_DOUBLE_EQ(
+      sink_->Value(MetricId::kAttemptTimeToFirstMessage, {kMethod, kTarget}),
+      0.25);
   source_->Drain(old->connection_id());
   auto fresh = transport_->attempt(1);
   EXPECT_EQ(V(MetricId::kAttemptStarted, {kMethod, kTarget, "migration"}), 1);
@@ -183,7 +183,7 @@ TEST(MetricsConnectionObserverTest, ConnectionsByState) {
   EXPECT_EQ(n("b:1", "draining"), 1);
   EXPECT_EQ(n("b:1", "ready"), 0);
   obs->OnConnectionRetired(2);
-  obs->OnConnectionRetired(2);  // twice: counted once
+  obs->OnConnectionRetired(2);   // twice: counted once
   obs->OnConnectionRetired(99);  // unknown: ignored
   EXPECT_EQ(n("b:1", "draining"), 0);
   EXPECT_EQ(sink->Total(MetricId::kConnections), 1);
@@ -212,9 +212,9 @@ TEST(MetricsBreakerObserverTest, StateGaugeTransitionsAndCalls) {
   call(Outcome::kFailure);
   EXPECT_EQ(state("closed"), 0);
   EXPECT_EQ(state("open"), 1);
-  EXPECT_EQ(sink->Value(MetricId::kBreakerTransitions,
-                        {"ledger", "closed", "open"}),
-            1);
+  EXPECT_EQ(
+      sink->Value(MetricId::kBreakerTransitions, {"ledger", "closed", "open"}),
+      1);
   EXPECT_FALSE(breaker->TryAcquire().ok());
   EXPECT_EQ(sink->Value(MetricId::kBreakerCalls, {"ledger", "not_permitted"}),
             1);

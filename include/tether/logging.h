@@ -48,6 +48,7 @@ enum class LogEvent {
   kBackoff,
   kGaveUp,
   kStalled,
+  kResync,
   kStreamDraining,  // a connection draining (told to a stream or a pool)
   kConnection,      // pool: opened, ready, suspect, restored, retired
   kBreakerState,
@@ -88,7 +89,8 @@ absl::Status Validate(const LoggingOptions& options);
 // `std::shared_ptr` to streams, a pool and breakers (or one per stream, with
 // a prefix naming it). Severity: failures that end a stream, permanent ends
 // and gave-up are ERROR; transient ends, gaps, stalls, suspect connections,
-// a breaker leaving `closed` and rejected calls are WARNING; the rest INFO.
+// a breaker leaving `closed`, rejected calls and resyncs are WARNING; the
+// rest INFO.
 //
 // Thread safety: every method may be called concurrently. The sink is
 // called with no lock held. Summary timers hold the observer weakly.
@@ -120,6 +122,7 @@ class LoggingObserver final
                  const absl::Status& last_status) override;
   void OnGaveUp(const absl::Status& status) override;
   void OnStalled(const AttemptInfo& info, absl::Duration silent_for) override;
+  void OnResync(const absl::Status& why, std::uint64_t resume_after) override;
   // Both StreamObserver's and ConnectionObserver's.
   void OnConnectionDraining(std::uint64_t connection_id,
                             absl::string_view why) override;

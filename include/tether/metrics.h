@@ -33,7 +33,7 @@ enum class MetricId {
   kDuplicatesDropped,          // counter
   kGaps,                       // counter
   kStalls,                     // counter
-  kResyncs,                    // counter (see `MetricsStreamObserver`)
+  kResyncs,                    // counter
   kStreamsGaveUp,              // counter
   kBreakerState,               // up-down counter (0 or 1 per state)
   kBreakerTransitions,         // counter
@@ -147,10 +147,8 @@ class MetricsStreamObserver final : public StreamObserver {
   void OnGaveUp(const absl::Status& status) override;
   void OnStalled(const AttemptInfo& info, absl::Duration silent_for) override;
 
-  // Counts one resync in `tether.client.resyncs`. The hook for
-  // `StreamObserver::OnResync` (issue 11): until the stream reports resyncs
-  // itself, nothing calls it.
-  void RecordResync();
+  // Counts the resync in `tether.client.resyncs`.
+  void OnResync(const absl::Status& why, std::uint64_t resume_after) override;
 
  private:
   const std::shared_ptr<MetricsSink> sink_;

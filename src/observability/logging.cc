@@ -57,6 +57,8 @@ absl::string_view LogEventName(LogEvent e) {
       return "gave_up";
     case LogEvent::kStalled:
       return "stalled";
+    case LogEvent::kResync:
+      return "resync";
     case LogEvent::kStreamDraining:
       return "draining";
     case LogEvent::kConnection:
@@ -265,6 +267,13 @@ void LoggingObserver::OnStalled(const AttemptInfo& info,
       absl::StrFormat("attempt %d on connection %d stalled (silent for %s)",
                       info.attempt, info.connection_id,
                       absl::FormatDuration(silent_for)));
+}
+
+void LoggingObserver::OnResync(const absl::Status& why,
+                               std::uint64_t resume_after) {
+  Log(LogEvent::kResync, LogSeverity::kWarning,
+      absl::StrFormat("resync after %s: resuming after %d", StatusText(why),
+                      resume_after));
 }
 
 void LoggingObserver::OnConnectionDraining(std::uint64_t connection_id,

@@ -307,7 +307,8 @@ void MetricsStreamObserver::OnStalled(const AttemptInfo& /*info*/,
   sink_->Add(MetricId::kStalls, l, 1);
 }
 
-void MetricsStreamObserver::RecordResync() {
+void MetricsStreamObserver::OnResync(const absl::Status& /*why*/,
+                                      std::uint64_t /*resume_after*/) {
   if (!sink_) return;
   const absl::string_view l[] = {method_, target_};
   sink_->Add(MetricId::kResyncs, l, 1);
@@ -511,6 +512,9 @@ class StreamFanOut final : public StreamObserver {
   }
   void OnStalled(const AttemptInfo& i, absl::Duration d) override {
     for (auto& o : v_) o->OnStalled(i, d);
+  }
+  void OnResync(const absl::Status& why, std::uint64_t after) override {
+    for (auto& o : v_) o->OnResync(why, after);
   }
   void OnConnectionDraining(std::uint64_t id, absl::string_view w) override {
     for (auto& o : v_) o->OnConnectionDraining(id, w);

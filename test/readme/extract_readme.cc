@@ -7,8 +7,11 @@
 // declares the names the README's snippets take as given), and each block's
 // other lines become the body of its own function returning absl::Status,
 // so a block may `return some_status;`. A block that includes a header
-// named by --skip-include (an optional component not built) is left out.
-// Exits non-zero if the file has no ```cpp block.
+// named by --skip-include (an optional component not built) is left out, and
+// so is a sketch: a block right after a line containing
+// "<!-- readme-sketch" (an outline against another project's API, such as
+// etcd's, that the README says is not compiled). Exits non-zero if the file
+// has no compiled ```cpp block.
 #include <fstream>
 #include <iostream>
 #include <set>
@@ -19,7 +22,8 @@
 namespace {
 
 struct Block {
-  int line = 0;  // where the block starts in the Markdown file
+  int line = 0;         // where the block starts in the Markdown file
+  bool sketch = false;  // marked "<!-- readme-sketch ... -->": not compiled
   std::vector<std::string> includes;
   std::vector<std::string> body;
 };
@@ -56,6 +60,7 @@ int main(int argc, char** argv) {
   std::string line;
   int n = 0;
   bool inside = false;
+  std::string previous;  // the last non-empty line outside blocks
   while (std::getline(in, line)) {
     ++n;
     const std::string t = Trim(line);
@@ -64,7 +69,10 @@ int main(int argc, char** argv) {
         inside = true;
         blocks.emplace_back();
         blocks.back().line = n;
+        blocks.back().sketch =
+            previous.find("<!-- readme-sketch") != std::string::npos;
       }
+      if (!t.empty()) previous = t;
       continue;
     }
     if (t == "```") {
@@ -86,7 +94,12 @@ int main(int argc, char** argv) {
       << "; do not edit.\n#include \"test/readme/readme_prelude.h\"\n";
   std::set<std::string> seen;
   std::vector<const Block*> kept;
+  int sketches = 0;
   for (const Block& b : blocks) {
+    if (b.sketch) {
+      ++sketches;
+      continue;
+    }
     bool keep = true;
     for (const std::string& inc : b.includes) {
       for (const std::string& s : skip) {
@@ -112,7 +125,12 @@ int main(int argc, char** argv) {
     std::cerr << "extract_readme: cannot write " << argv[2] << "\n";
     return 1;
   }
+  if (kept.empty()) {
+    std::cerr << "extract_readme: no compiled ```cpp block in " << argv[1]
+              << "\n";
+    return 1;
+  }
   std::cout << "extract_readme: " << kept.size() << " of " << blocks.size()
-            << " blocks\n";
+            << " blocks compiled (" << sketches << " marked as sketches)\n";
   return 0;
 }

@@ -63,9 +63,10 @@ TEST_F(LoggingTest, LinesCarryPrefixFactsAndSeverity) {
   log->OnAttemptEnded(info, absl::InternalError("boom"), EndClass::kTransient,
                       false);
   log->OnGaveUp(absl::UnavailableError("budget spent"));
+  log->OnResync(absl::OutOfRangeError("compacted"), 90);
   log->OnStateChange("ledger", BreakerState::kClosed, BreakerState::kOpen,
                      BreakerCounts{});
-  ASSERT_THAT(sink_->lines, SizeIs(4));
+  ASSERT_THAT(sink_->lines, SizeIs(5));
   EXPECT_EQ(sink_->lines[0].second,
             "watch/alice: attempt 2 started on connection 7 (migration, "
             "resume after 41)");
@@ -73,9 +74,13 @@ TEST_F(LoggingTest, LinesCarryPrefixFactsAndSeverity) {
   EXPECT_THAT(sink_->lines[1].second, HasSubstr("INTERNAL: boom (transient)"));
   EXPECT_EQ(sink_->lines[1].first, LogSeverity::kWarning);
   EXPECT_EQ(sink_->lines[2].first, LogSeverity::kError);
-  EXPECT_THAT(sink_->lines[3].second,
-              HasSubstr("breaker ledger: closed -> open"));
+  EXPECT_EQ(sink_->lines[3].second,
+            "watch/alice: resync after OUT_OF_RANGE: compacted: resuming "
+            "after 90");
   EXPECT_EQ(sink_->lines[3].first, LogSeverity::kWarning);
+  EXPECT_THAT(sink_->lines[4].second,
+              HasSubstr("breaker ledger: closed -> open"));
+  EXPECT_EQ(sink_->lines[4].first, LogSeverity::kWarning);
 }
 
 TEST_F(LoggingTest, MinSeverityDropsLowerLines) {

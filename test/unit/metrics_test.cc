@@ -139,11 +139,11 @@ TEST_F(StreamMetricsTest, TransientEndIsTimedWithItsStatusAndClass) {
   EXPECT_EQ(V(MetricId::kAttemptStarted, {kMethod, kTarget, "reopen"}), 1);
 }
 
-TEST(MetricsStreamObserverTest, ResyncHookCountsAndNullSinkIsHarmless) {
+TEST(MetricsStreamObserverTest, ResyncStallGaveUpAndNullSinkIsHarmless) {
   auto sink = std::make_shared<InMemoryMetricsSink>();
   auto obs = MakeMetricsObserver(sink, kMethod, kTarget);
-  obs->RecordResync();
-  obs->RecordResync();
+  obs->OnResync(absl::OutOfRangeError("compacted"), 40);
+  obs->OnResync(absl::OutOfRangeError("compacted"), 90);
   EXPECT_EQ(sink->Value(MetricId::kResyncs, {kMethod, kTarget}), 2);
   obs->OnStalled(AttemptInfo{}, absl::Seconds(3));
   EXPECT_EQ(sink->Value(MetricId::kStalls, {kMethod, kTarget}), 1);
@@ -155,7 +155,7 @@ TEST(MetricsStreamObserverTest, ResyncHookCountsAndNullSinkIsHarmless) {
 
   auto quiet = MakeMetricsObserver(nullptr, kMethod, kTarget);
   quiet->OnAttemptStarted(AttemptInfo{});
-  quiet->RecordResync();  // no sink: nothing to do, nothing crashes
+  quiet->OnResync(absl::OutOfRangeError("compacted"), 1);  // no sink: nothing to do, nothing crashes
 }
 
 TEST(MetricsConnectionObserverTest, ConnectionsByState) {
@@ -228,7 +228,9 @@ TEST(MetricsBreakerObserverTest, StateGaugeTransitionsAndCalls) {
 class CountingObserver : public StreamObserver {
  public:
   void OnGap(std::uint64_t, std::uint64_t) override { ++gaps; }
+  void OnResync(const absl::Status&, std::uint64_t) override { ++resyncs; }
   int gaps = 0;
+  int resyncs = 0;
 };
 
 TEST(CombineObserversTest, ForwardsToEachAndSkipsNull) {
@@ -236,8 +238,11 @@ TEST(CombineObserversTest, ForwardsToEachAndSkipsNull) {
   auto b = std::make_shared<CountingObserver>();
   auto both = CombineObservers({a, nullptr, b});
   both->OnGap(1, 3);
+  both->OnResync(absl::OutOfRangeError("compacted"), 7);
   EXPECT_EQ(a->gaps, 1);
   EXPECT_EQ(b->gaps, 1);
+  EXPECT_EQ(a->resyncs, 1);
+  EXPECT_EQ(b->resyncs, 1);
 }
 
 }  // namespace

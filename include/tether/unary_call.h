@@ -80,7 +80,7 @@ struct UnaryCallOptions {
 absl::Status Validate(const UnaryCallOptions& options);
 
 // The seam between a `UnaryCaller` and gRPC, for test doubles
-// (`tether::testing::FakeUnaryTransport`).
+// (`tether::fakes::FakeUnaryTransport`).
 template <class Request, class Response>
 class UnaryAttemptFactory {
  public:
@@ -382,7 +382,7 @@ class UnaryCaller {
                   std::move(options));
   }
 
-  // Calls through `factory` (a `testing::FakeUnaryTransport` in tests).
+  // Calls through `factory` (a `fakes::FakeUnaryTransport` in tests).
   static absl::StatusOr<std::unique_ptr<UnaryCaller>> Create(
       Target target,
       std::shared_ptr<UnaryAttemptFactory<Request, Response>> factory,

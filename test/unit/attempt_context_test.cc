@@ -32,7 +32,7 @@ struct Resp {
 Resp M(std::uint64_t seq) { return Resp{seq}; }
 
 using Stream = ReconnectingStream<Req, Resp>;
-using Transport = testing::FakeTransport<Req, Resp>;
+using Transport = fakes::FakeTransport<Req, Resp>;
 
 class BackoffRecorder : public StreamObserver {
  public:
@@ -51,8 +51,8 @@ class BackoffRecorder : public StreamObserver {
 class AttemptContextTest : public ::testing::Test {
  protected:
   AttemptContextTest()
-      : clock_(std::make_shared<testing::FakeClock>()),
-        source_(std::make_shared<testing::FakeConnectionSource>()),
+      : clock_(std::make_shared<fakes::FakeClock>()),
+        source_(std::make_shared<fakes::FakeConnectionSource>()),
         transport_(std::make_shared<Transport>(source_, clock_)),
         observer_(std::make_shared<BackoffRecorder>()) {
     options_.clock = clock_;
@@ -100,8 +100,8 @@ class AttemptContextTest : public ::testing::Test {
     return got_;
   }
 
-  std::shared_ptr<testing::FakeClock> clock_;
-  std::shared_ptr<testing::FakeConnectionSource> source_;
+  std::shared_ptr<fakes::FakeClock> clock_;
+  std::shared_ptr<fakes::FakeConnectionSource> source_;
   std::shared_ptr<Transport> transport_;
   std::shared_ptr<BackoffRecorder> observer_;
   ReconnectingStreamOptions options_;

@@ -29,13 +29,13 @@ struct Resp {
 };
 
 using Caller = UnaryCaller<Req, Resp>;
-using Unary = testing::FakeUnaryTransport<Req, Resp>;
+using Unary = fakes::FakeUnaryTransport<Req, Resp>;
 
 class UnaryCallTest : public ::testing::Test {
  protected:
   UnaryCallTest()
-      : clock_(std::make_shared<testing::FakeClock>()),
-        source_(std::make_shared<testing::FakeConnectionSource>()),
+      : clock_(std::make_shared<fakes::FakeClock>()),
+        source_(std::make_shared<fakes::FakeConnectionSource>()),
         unary_(std::make_shared<Unary>(clock_)) {
     options_.clock = clock_;
     options_.random_seed = 3;
@@ -64,8 +64,8 @@ class UnaryCallTest : public ::testing::Test {
     return results_;
   }
 
-  std::shared_ptr<testing::FakeClock> clock_;
-  std::shared_ptr<testing::FakeConnectionSource> source_;
+  std::shared_ptr<fakes::FakeClock> clock_;
+  std::shared_ptr<fakes::FakeConnectionSource> source_;
   std::shared_ptr<Unary> unary_;
   UnaryCallOptions options_;
   std::mutex mu_;
@@ -201,7 +201,7 @@ TEST_F(UnaryCallTest, BreakerIsSharedWithAStream) {
               HasSubstr("ledger"));
   // A stream on the same breaker is refused too.
   auto transport =
-      std::make_shared<testing::FakeTransport<Req, Resp>>(source_, clock_);
+      std::make_shared<fakes::FakeTransport<Req, Resp>>(source_, clock_);
   ReconnectingStream<Req, Resp>::Spec spec;
   spec.attempt_factory = transport;
   ReconnectingStreamOptions so;

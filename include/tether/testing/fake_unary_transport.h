@@ -18,7 +18,7 @@
 #include "tether/unary_call.h"
 
 namespace tether {
-namespace testing {
+namespace fakes {
 
 // A `UnaryAttemptFactory` whose calls the test answers: each reply queued
 // with `Expect` answers the next call at once (on the calling thread); a
@@ -135,7 +135,7 @@ class FakeUnaryTransport final : public UnaryAttemptFactory<Request, Response> {
   std::vector<Done> pending_;
 };
 
-}  // namespace testing
+}  // namespace fakes
 }  // namespace tether
 
 #endif  // TETHER_TESTING_FAKE_UNARY_TRANSPORT_H_

@@ -92,6 +92,76 @@ TEST(EtcdClusterTest, FindsTheMemberThatHoldsAWatchStream) {
   stream->Finish().IgnoreError();
 }
 
+// The etcd behaviour KeyWatcher's position logic relies on, checked on the
+// wire with a plain synchronous bidi call.
+TEST(EtcdProtocolTest, CreatedProgressBatchesAndCompaction) {
+  EtcdClusterOptions options;
+  options.progress_notify_interval = absl::Milliseconds(300);
+  auto cluster = EtcdCluster::Start(options);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  EtcdCluster& c = **cluster;
+  EtcdClient client(c.client_addresses());
+  absl::Time deadline = absl::Now() + absl::Seconds(30);
+  auto p1 = client.Put("/proto/a", "1", deadline);
+  ASSERT_TRUE(p1.ok()) << p1.status();
+  auto p2 = client.Put("/proto/b", "1", deadline);
+  ASSERT_TRUE(p2.ok()) << p2.status();
+
+  auto channel = grpc::CreateChannel(c.client_address(0),
+                                     grpc::InsecureChannelCredentials());
+  auto stub = etcdserverpb::Watch::NewStub(channel);
+  {
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(deadline));
+    auto stream = stub->Watch(&context);
+    // From p1: created (store revision in the header, no events), then the
+    // old events, then progress notices at the store's revision.
+    ASSERT_TRUE(stream->Write(CreateWatchRequest("/proto/", p1->revision,
+                                                 true)));
+    etcdserverpb::WatchResponse r;
+    ASSERT_TRUE(stream->Read(&r));
+    EXPECT_TRUE(r.created());
+    EXPECT_EQ(r.events_size(), 0);
+    EXPECT_EQ(Classify(r).kind, ResponseKind::kControl);
+    std::vector<std::int64_t> revisions;
+    while (revisions.size() < 2u) {
+      ASSERT_TRUE(stream->Read(&r));
+      ASSERT_EQ(Classify(r).kind, ResponseKind::kEvents) << r.DebugString();
+      for (const auto& e : r.events()) revisions.push_back(e.kv().mod_revision());
+    }
+    EXPECT_THAT(revisions, ElementsAre(p1->revision, p2->revision));
+    ASSERT_TRUE(stream->Read(&r));
+    ResponseKind k = Classify(r);
+    EXPECT_EQ(k.kind, ResponseKind::kProgress) << r.DebugString();
+    EXPECT_EQ(k.last, p2->revision);
+    context.TryCancel();
+    stream->Finish().IgnoreError();
+  }
+
+  // Compact past p2, then watch from p1: created, then canceled with the
+  // compact revision.
+  auto p3 = client.Put("/proto/c", "1", deadline);
+  ASSERT_TRUE(p3.ok());
+  ASSERT_TRUE(client.Compact(p3->revision, deadline).ok());
+  {
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(deadline));
+    auto stream = stub->Watch(&context);
+    ASSERT_TRUE(stream->Write(CreateWatchRequest("/proto/", p1->revision,
+                                                 true)));
+    etcdserverpb::WatchResponse r;
+    bool compacted = false;
+    for (int i = 0; i < 3 && !compacted; ++i) {
+      ASSERT_TRUE(stream->Read(&r));
+      compacted = Classify(r).kind == ResponseKind::kCompacted;
+    }
+    EXPECT_TRUE(compacted) << r.DebugString();
+    EXPECT_EQ(r.compact_revision(), p3->revision);
+    context.TryCancel();
+    stream->Finish().IgnoreError();
+  }
+}
+
 TEST(EtcdClusterTest, MissingBinaryFailsClearly) {
   EtcdClusterOptions options;
   options.etcd_binary = "/nonexistent/etcd";

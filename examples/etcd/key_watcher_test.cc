@@ -377,21 +377,29 @@ TEST(EtcdWatchCliTest, PrintsEventsStateAndOneJsonLine) {
     }
   } reaper{pid};
 
-  // Wait until the watch is up (the listed key needs no event; an event for
-  // a first put shows the watch is established), then write.
-  ASSERT_TRUE(client.Put(prefix + "probe", "1", absl::Now() + kWait).ok());
+  // Wait until the watch is up: probe keys until one arrives as an event
+  // (a probe put before the CLI listed the prefix is in its listing, not an
+  // event; events come in order, so once one arrived every earlier one that
+  // was not listed did too).
   absl::Time deadline = absl::Now() + kWait;
+  int probes = 0;
   while (CountLines(events) < 1 && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(10));  // polls the file, bounded
+    ASSERT_TRUE(client.Put(absl::StrCat(prefix, "probe", probes++), "1",
+                           absl::Now() + kWait).ok());
+    absl::Time probe_deadline = absl::Now() + absl::Seconds(1);
+    while (CountLines(events) < 1 && absl::Now() < probe_deadline) {
+      absl::SleepFor(absl::Milliseconds(10));  // polls the file, bounded
+    }
   }
-  ASSERT_GE(CountLines(events), 1) << "etcd_watch delivered nothing";
+  const int before = CountLines(events);
+  ASSERT_GE(before, 1) << "etcd_watch delivered nothing";
   EtcdWriter writer(&client, prefix, 100, absl::ZeroDuration());
   writer.Start();
   ASSERT_TRUE(writer.Join().ok());
-  while (CountLines(events) < 101 && absl::Now() < deadline) {
+  while (CountLines(events) < before + 100 && absl::Now() < deadline) {
     absl::SleepFor(absl::Milliseconds(10));
   }
-  ASSERT_EQ(CountLines(events), 101);
+  ASSERT_EQ(CountLines(events), before + 100);
   kill(pid, SIGTERM);
   int st = 0;
   ASSERT_EQ(waitpid(pid, &st, 0), pid);
@@ -403,7 +411,8 @@ TEST(EtcdWatchCliTest, PrintsEventsStateAndOneJsonLine) {
       absl::StrSplit(ReadFile(out), '\n', absl::SkipEmpty());
   ASSERT_FALSE(lines.empty());
   const std::string& json = lines.back();
-  EXPECT_THAT(json, ::testing::StartsWith("{\"events\":101,"));
+  EXPECT_THAT(json, ::testing::StartsWith(
+                        absl::StrCat("{\"events\":", before + 100, ",")));
   EXPECT_THAT(json, ::testing::HasSubstr("\"duplicates\":0,"));
   EXPECT_THAT(json, ::testing::HasSubstr("\"out_of_order\":0,"));
   EXPECT_THAT(json, ::testing::HasSubstr("\"resyncs\":0,"));
@@ -415,10 +424,10 @@ TEST(EtcdWatchCliTest, PrintsEventsStateAndOneJsonLine) {
   std::vector<std::string> event_lines =
       absl::StrSplit(ReadFile(events), '\n', absl::SkipEmpty());
   std::vector<WrittenKey> written = writer.written();
-  ASSERT_EQ(event_lines.size(), 101u);
+  ASSERT_EQ(event_lines.size(), static_cast<std::size_t>(before) + 100);
   for (std::size_t i = 0; i < written.size(); ++i) {
-    EXPECT_EQ(event_lines[i + 1], absl::StrCat(written[i].revision, " PUT ",
-                                               written[i].key));
+    EXPECT_EQ(event_lines[before + i],
+              absl::StrCat(written[i].revision, " PUT ", written[i].key));
   }
   // State: "<key> <rev>" sorted, equal to etcd's.
   auto listing = client.List(prefix, absl::Now() + kWait);

@@ -58,10 +58,14 @@ class Child {
  public:
   ~Child() { Stop(SIGKILL); }
 
+  // `stderr_path`: where the child's stderr goes.
   bool Start(std::vector<std::string> args,
-             const std::vector<std::string>& env) {
+             const std::vector<std::string>& env,
+             const std::string& stderr_path) {
     int fds[2];
     if (pipe(fds) != 0) return false;
+    int err_fd = open(stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (err_fd < 0) return false;
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -73,6 +77,7 @@ class Child {
       prctl(PR_SET_PDEATHSIG, SIGKILL);
       if (getppid() != parent) _exit(127);
       dup2(fds[1], 1);
+      dup2(err_fd, 2);
       close(fds[0]);
       close(fds[1]);
       for (std::string& e : env_copy) putenv(e.data());
@@ -80,6 +85,7 @@ class Child {
       _exit(127);
     }
     close(fds[1]);
+    close(err_fd);
     fd_ = fds[0];
     reader_ = std::thread([this] { Read(); });
     return true;
@@ -88,8 +94,13 @@ class Child {
   // Signals the child, waits for it and for the end of its output.
   void Stop(int sig) {
     if (pid_ > 0) {
-      kill(pid_, sig);
-      waitpid(pid_, nullptr, 0);
+      int st = 0;
+      if (waitpid(pid_, &st, WNOHANG) == pid_) {
+        exited_early_ = true;
+      } else {
+        kill(pid_, sig);
+        waitpid(pid_, nullptr, 0);
+      }
       pid_ = -1;
     }
     if (reader_.joinable()) reader_.join();
@@ -98,6 +109,9 @@ class Child {
       fd_ = -1;
     }
   }
+
+  // The child had exited by itself before Stop.
+  bool exited_early() const { return exited_early_; }
 
   std::vector<std::pair<absl::Time, std::string>> lines() {
     absl::MutexLock lock(&mu_);
@@ -140,6 +154,7 @@ class Child {
   }
 
   pid_t pid_ = -1;
+  bool exited_early_ = false;
   int fd_ = -1;
   std::thread reader_;
   absl::Mutex mu_;
@@ -261,12 +276,15 @@ int main(int argc, char** argv) {
   etcd::EtcdClient client(c.client_addresses());
   const std::string prefix = "/side-by-side/";
 
+  char dir_template[] = "/tmp/etcd-side-by-side-XXXXXX";
+  if (mkdtemp(dir_template) == nullptr) return Fail("mkdtemp");
+  const std::string work_dir = dir_template;
   Child etcdctl;
   Child tether_watch;
   if (!etcdctl.Start({absl::GetFlag(FLAGS_etcdctl),
                       "--endpoints=" + c.endpoints(), "watch", "--prefix",
                       prefix},
-                     {"ETCDCTL_API=3"})) {
+                     {"ETCDCTL_API=3"}, work_dir + "/etcdctl.stderr")) {
     return Fail("cannot start etcdctl");
   }
   if (!tether_watch.Start({absl::GetFlag(FLAGS_etcd_watch),
@@ -274,7 +292,7 @@ int main(int argc, char** argv) {
                            "--prefix=" + prefix, "--duration=3600",
                            "--stall-timeout-ms=3000",
                            "--events-out=/dev/stdout"},
-                          {})) {
+                          {}, work_dir + "/etcd_watch.stderr")) {
     return Fail("cannot start etcd_watch");
   }
   // Both watching: a warm-up key reaches both (put again until it does).
@@ -326,6 +344,13 @@ int main(int argc, char** argv) {
                 f.p99_ms, f.max_ms, f.max_stall_ms);
   }
   if (!json.empty()) std::printf("etcd_watch summary: %s\n", json.c_str());
+  for (auto* child : {&etcdctl, &tether_watch}) {
+    if (child->exited_early()) {
+      std::printf("%s exited by itself before the end\n",
+                  child == &etcdctl ? "etcdctl" : "etcd_watch");
+    }
+  }
+  std::printf("stderr of both: %s/\n", work_dir.c_str());
   auto obj = [](const Figures& f) {
     return absl::StrFormat(
         "{\"events\":%d,\"lost\":%d,\"duplicates\":%d,\"p50_ms\":%.1f,"

@@ -16,14 +16,11 @@
 #include <exception>
 #include <functional>
 #include <memory>
-#include <random>
 #include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/random/bit_gen_ref.h"
-#include "absl/random/distributions.h"
-#include "absl/random/random.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
@@ -38,6 +35,7 @@
 #include "tether/internal/mutex.h"
 #include "tether/internal/reopen_budget.h"
 #include "tether/internal/sequence_gate.h"
+#include "tether/internal/stream_random.h"
 #include "tether/observer.h"
 #include "tether/stream_options.h"
 #include "tether/transport.h"
@@ -700,9 +698,7 @@ class StreamCore final
       if (phase_ != Phase::kWaiting) return;
       absl::Duration spread = absl::ZeroDuration();
       if (recovery_jitter_ > absl::ZeroDuration()) {
-        spread = absl::Seconds(
-            absl::Uniform(absl::IntervalClosedOpen, gen_, 0.0,
-                          absl::ToDoubleSeconds(recovery_jitter_)));
+        spread = gen_.Below(recovery_jitter_);
       }
       if (reopen_due_ - clock_->Now() <= spread) return;
       CancelTimerLocked(reopen_timer_);
@@ -795,9 +791,7 @@ class StreamCore final
       if (migration_timer_ != 0) return;  // a move is already scheduled
       if (migration_jitter_ > absl::ZeroDuration()) {
         // Spread the moves of many streams leaving one connection.
-        ArmMigrationTimerLocked(absl::Seconds(
-            absl::Uniform(absl::IntervalClosedOpen, gen_, 0.0,
-                          absl::ToDoubleSeconds(migration_jitter_))));
+        ArmMigrationTimerLocked(gen_.Below(migration_jitter_));
         return;
       }
     }
@@ -1201,7 +1195,7 @@ class StreamCore final
   Mutex mu_;
   SequenceGate gate_ ABSL_GUARDED_BY(mu_);
   ReopenBudget budget_ ABSL_GUARDED_BY(mu_);
-  std::mt19937_64 gen_ ABSL_GUARDED_BY(mu_);
+  StreamRandom gen_ ABSL_GUARDED_BY(mu_);  // 8 bytes (mt19937_64: 2.5 KB)
   Phase phase_ ABSL_GUARDED_BY(mu_) = Phase::kRunning;
   bool starting_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::uint64_t> drained_during_start_ ABSL_GUARDED_BY(mu_);

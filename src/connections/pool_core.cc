@@ -4,8 +4,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
-#include <thread>
 #include <string>
+#include <system_error>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -99,7 +100,13 @@ void TellDraining(std::vector<std::weak_ptr<ConnectionSource::DrainListener>>
   };
   std::vector<std::thread> helpers;
   helpers.reserve(threads - 1);
-  for (std::size_t t = 1; t < threads; ++t) helpers.emplace_back(work);
+  for (std::size_t t = 1; t < threads; ++t) {
+    try {
+      helpers.emplace_back(work);
+    } catch (const std::system_error&) {
+      break;  // no thread to spare: the caller tells the rest itself
+    }
+  }
   work();
   for (std::thread& t : helpers) t.join();
   held.clear();  // here, on the calling thread
@@ -209,7 +216,9 @@ std::size_t PoolCore::WantedLiveLocked(std::size_t group) const {
 }
 
 bool PoolCore::KeptAsStandbyLocked(const Conn& c) const {
+  // Only while the group has streams; without, idle rules apply as usual.
   return options_.standby_connections > 0 && c.Live() &&
+         GroupPicksLocked(c.group) != 0 &&
          GroupCountLocked(c.group, /*live_only=*/true) <=
              WantedLiveLocked(c.group);
 }

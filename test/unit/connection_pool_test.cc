@@ -1477,7 +1477,7 @@ class PoolStandbyTest : public PoolCoreTest {
 TEST_F(PoolStandbyTest, SparesOpenOnlyOnceTheGroupHasPicks) {
   MakeStandby(1);
   Serve(1);
-  clock_->AdvanceBy(absl::Minutes(1));
+  clock_->AdvanceBy(absl::Seconds(20));  // < idle_timeout
   EXPECT_EQ(driver_.opened(), 1u);  // no streams: no spare
   auto a = std::make_shared<Listener>();
   EXPECT_EQ(MustPick(a), 1u);

@@ -5,7 +5,7 @@
 # hand-written raw gRPC callback reader) against tu_tether.cc (the same
 # watch through one tether::ReconnectingStream over a ConnectionPool), with
 # the exact commands CMake uses for them (compile_commands.json), ccache
-# left out. Runs each --runs times (default 5) alternating, and prints the
+# left out. Runs each RUNS times (default 3) alternating, and prints the
 # medians; the last line is one JSON object: tu_raw_s, tu_tether_s, ratio
 # (held to <= 1.5, issue 12).
 #
@@ -16,7 +16,7 @@
 set -euo pipefail
 
 build_dir="${1:?usage: compile_time.sh BUILD_DIR [RUNS]}"
-runs="${2:-5}"
+runs="${2:-3}"
 db="${build_dir}/compile_commands.json"
 [[ -f "${db}" ]] || { echo "no ${db}: configure with CMAKE_EXPORT_COMPILE_COMMANDS=ON" >&2; exit 2; }
 

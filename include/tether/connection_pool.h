@@ -218,7 +218,7 @@ struct ConnectionPoolStats {
 // - Draining: a connection that leaves READY (GOAWAY, failure, shutdown) or
 //   whose health watch says NOT_SERVING is never picked again, and every
 //   listener holding a pick on it hears `OnConnectionDraining` exactly once
-//   (many listeners are told from up to 4 threads at once, so the streams
+//   (many listeners are told from up to 8 threads at once, so the streams
 //   leaving a connection start their new calls in parallel; the pool
 //   method or watcher callback that saw the drain returns once all were
 //   told).

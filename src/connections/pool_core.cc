@@ -114,10 +114,11 @@ void TellDraining(std::vector<std::weak_ptr<ConnectionSource::DrainListener>>
 
 std::size_t DrainFanOut(std::size_t listeners) {
   if (listeners < kDrainFanOutMinListeners) return 1;
-  const std::size_t cores = std::max(1u, std::thread::hardware_concurrency());
-  const std::size_t threads =
-      std::min<std::size_t>(kDrainFanOutMaxThreads, std::max<std::size_t>(2, cores));
-  return std::min(threads, listeners / (kDrainFanOutMinListeners / 2));
+  // Starting a call mostly waits (locks, the channel's queue, the
+  // scheduler), so more threads than cores still help; one per
+  // kDrainFanOutMinListeners listeners, at most kDrainFanOutMaxThreads.
+  return std::min(kDrainFanOutMaxThreads,
+                  std::max<std::size_t>(2, listeners / kDrainFanOutMinListeners));
 }
 
 std::shared_ptr<PoolCore> PoolCore::Create(const ConnectionPoolOptions& options,

@@ -89,10 +89,10 @@ void TellDraining(std::vector<std::weak_ptr<ConnectionSource::DrainListener>>
 // would cost more than it saves).
 constexpr std::size_t kDrainFanOutMinListeners = 8;
 // At most this many threads tell listeners at once.
-constexpr std::size_t kDrainFanOutMaxThreads = 4;
+constexpr std::size_t kDrainFanOutMaxThreads = 8;
 // Threads used for `listeners` listeners: 1 below
-// `kDrainFanOutMinListeners`, else the core count clamped to [2,
-// kDrainFanOutMaxThreads], and at least 4 listeners per thread.
+// `kDrainFanOutMinListeners`, else one per `kDrainFanOutMinListeners`
+// listeners, in [2, kDrainFanOutMaxThreads].
 std::size_t DrainFanOut(std::size_t listeners);
 
 // The pool's logic. See `tether::ConnectionPool` for the contract; this class

@@ -79,6 +79,13 @@ bool SameOwner(const std::weak_ptr<ConnectionSource::DrainListener>& a,
 
 }  // namespace
 
+namespace {
+// Set on the helper threads of TellDraining.
+thread_local bool t_drain_helper = false;
+}  // namespace
+
+bool OnDrainHelperThread() { return t_drain_helper; }
+
 void TellDraining(std::vector<std::weak_ptr<ConnectionSource::DrainListener>>
                       listeners,
                   std::uint64_t connection_id, const std::string& why) {
@@ -102,7 +109,10 @@ void TellDraining(std::vector<std::weak_ptr<ConnectionSource::DrainListener>>
   helpers.reserve(threads - 1);
   for (std::size_t t = 1; t < threads; ++t) {
     try {
-      helpers.emplace_back(work);
+      helpers.emplace_back([&work] {
+        t_drain_helper = true;
+        work();
+      });
     } catch (const std::system_error&) {
       break;  // no thread to spare: the caller tells the rest itself
     }

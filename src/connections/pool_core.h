@@ -85,6 +85,11 @@ class ConnectionDriver {
 void TellDraining(std::vector<std::weak_ptr<ConnectionSource::DrainListener>>
                       listeners,
                   std::uint64_t connection_id, const std::string& why);
+// True on a helper thread of `TellDraining`. The caller waits for its
+// helpers, so a listener that drops the last reference to the pool there
+// must not wait for the pool's watcher thread (the usual caller): the
+// driver then detaches it instead of joining, as on the watcher itself.
+bool OnDrainHelperThread();
 // Below this many listeners one thread tells them all (starting threads
 // would cost more than it saves).
 constexpr std::size_t kDrainFanOutMinListeners = 8;

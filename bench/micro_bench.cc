@@ -8,7 +8,8 @@
 //                               come from an in-process factory that hands
 //                               messages straight to the stream);
 //   BM_DeliveryQueuePushDrain   the read-ahead queue alone;
-//   BM_SequenceGateAdmit        the sequence gate alone (in order);
+//   BM_SequenceGateAdmit        the sequence (position) gate alone, in
+//                               order;
 //   BM_SequenceGateDuplicate    a duplicate dropped by the gate;
 //   BM_BreakerAcquireRecord     CircuitBreaker::TryAcquire + Record(success);
 //   BM_BreakerAcquireRecordContended  the same from several threads.
@@ -26,7 +27,8 @@
 #include "seqstream.pb.h"
 #include "tether/circuit_breaker.h"
 #include "tether/internal/delivery_queue.h"
-#include "tether/internal/sequence_gate.h"
+#include "tether/internal/position_gate.h"
+#include "tether/position.h"
 #include "tether/reconnecting_stream.h"
 
 namespace {
@@ -130,25 +132,31 @@ void BM_DeliveryQueuePushDrain(benchmark::State& state) {
 }
 BENCHMARK(BM_DeliveryQueuePushDrain);
 
+tether::internal::PositionGate MakeGate(absl::optional<std::uint64_t> last) {
+  return tether::internal::PositionGate(last, tether::PositionSpacing::kDense,
+                                        tether::GapPolicy::kDeliverAndReport,
+                                        /*can_trim=*/false);
+}
+
 void BM_SequenceGateAdmit(benchmark::State& state) {
-  tether::internal::SequenceGate gate(absl::nullopt,
-                                      tether::GapPolicy::kDeliverAndReport);
-  tether::internal::SequenceGate::Cursor cursor;
+  tether::internal::PositionGate gate = MakeGate(absl::nullopt);
+  tether::internal::PositionGate::Cursor cursor;
   std::uint64_t seq = 0;
   for (auto _ : state) {
-    benchmark::DoNotOptimize(gate.Admit(cursor, ++seq, 1));
+    benchmark::DoNotOptimize(gate.Admit(
+        cursor, tether::Position::Item(++seq), absl::nullopt, 1));
   }
   state.SetItemsProcessed(state.iterations());
 }
 BENCHMARK(BM_SequenceGateAdmit);
 
 void BM_SequenceGateDuplicate(benchmark::State& state) {
-  tether::internal::SequenceGate gate(std::uint64_t{1000000},
-                                      tether::GapPolicy::kDeliverAndReport);
-  tether::internal::SequenceGate::Cursor cursor;
+  tether::internal::PositionGate gate = MakeGate(std::uint64_t{1000000});
+  tether::internal::PositionGate::Cursor cursor;
   for (auto _ : state) {
-    cursor = tether::internal::SequenceGate::Cursor();
-    benchmark::DoNotOptimize(gate.Admit(cursor, std::uint64_t{5}, 2));
+    cursor = tether::internal::PositionGate::Cursor();
+    benchmark::DoNotOptimize(
+        gate.Admit(cursor, tether::Position::Item(5), absl::nullopt, 2));
   }
   state.SetItemsProcessed(state.iterations());
 }

@@ -67,6 +67,11 @@ class StreamObserver {
   // stream moves to another connection and reports this one.
   virtual void OnStalled(const AttemptInfo& /*info*/,
                          absl::Duration /*silent_for*/) {}
+  // The stream could not resume from its position (`why`: the end or the
+  // message that said so) and the app's `resync` gave `resume_after`; the
+  // next attempt resumes after it.
+  virtual void OnResync(const absl::Status& /*why*/,
+                        std::uint64_t /*resume_after*/) {}
   // A connection this stream uses started draining.
   virtual void OnConnectionDraining(std::uint64_t /*connection_id*/,
                                     absl::string_view /*why*/) {}

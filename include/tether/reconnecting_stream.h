@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -14,7 +15,9 @@
 #include "grpcpp/client_context.h"
 #include "grpcpp/support/client_callback.h"
 #include "tether/internal/grpc_read_attempt.h"
+#include "tether/internal/spec_hooks.h"
 #include "tether/internal/stream_core.h"
+#include "tether/position.h"
 #include "tether/stream_options.h"
 #include "tether/transport.h"
 
@@ -47,8 +50,48 @@ struct StreamSpec {
   std::function<absl::optional<std::uint64_t>(const Response&)> sequence_of;
 
   // Writes "resume after seq N" into a copy of `request`. Required with
-  // `sequence_of`.
+  // `sequence_of` or `position_of`.
   std::function<void(Request&, std::uint64_t last_delivered)> resume_after;
+
+  // General positions (instead of `sequence_of`, which is
+  // `Position::Item(seq)` with dense spacing): what each response says
+  // about the stream's position (tether/position.h: None, Item, Items,
+  // Progress). Needs `resume_after`.
+  std::function<Position(const Response&)> position_of;
+  // kDense (default): a skip is a gap (`gap_policy`); kSparse: any increase
+  // is fine. Needs `position_of`.
+  PositionSpacing spacing = PositionSpacing::kDense;
+  // Removes the items at or below `last_delivered` from a batch that
+  // straddles it (a reopen's or migration's overlap), so each item is
+  // delivered once. Without it such a batch ends the stream with
+  // FAILED_PRECONDITION. Needs `position_of`.
+  std::function<void(Response&, std::uint64_t last_delivered)> trim_delivered;
+  // Whether progress notices (`Position::Progress`) reach the app. Default
+  // false: they only move the resume position.
+  bool deliver_progress = false;
+
+  // Opaque cursors, for servers that send in order and resume strictly after
+  // a cursor (instead of `sequence_of`/`position_of`): the response's
+  // cursor, nullopt for a control message (delivered, nothing moves).
+  // During a migration's overlap, the new attempt's messages whose cursor
+  // the stream delivered since that attempt's resume cursor are dropped.
+  std::function<absl::optional<std::string>(const Response&)> cursor_of;
+  // Writes "resume after cursor C" into a copy of `request`. Required with
+  // `cursor_of`.
+  std::function<void(Request&, const std::string& cursor)> resume_from_cursor;
+  // The cursor `request` already resumes after, if any. Needs `cursor_of`.
+  absl::optional<std::string> initial_cursor;
+
+  // Resync (integer positions only): a message (`resync_on_message`) or an
+  // attempt end (`resync_on_end`) that says "cannot resume from here"
+  // (etcd: a canceled watch with compact_revision; HTTP 410). The stream
+  // cancels its attempts, calls `resync` on tether's worker thread
+  // (blocking is fine there; it typically lists the current state), then
+  // resumes after the position `resync` gives. The triggering message is
+  // not delivered. `resync` needs a trigger and vice versa.
+  std::function<bool(const Response&)> resync_on_message;
+  std::function<bool(const absl::Status&)> resync_on_end;
+  std::function<void(ResyncDone done)> resync;
 
   // Optional: sets up each attempt's context (metadata, a per-attempt
   // deadline, ...). Called once per attempt, before `start`.
@@ -187,20 +230,28 @@ class ReconnectingStream {
           internal::MakeGrpcReadAttemptFactory<Request, Response>(
               spec.start, spec.configure_context);
     }
-    if (spec.sequence_of && !spec.resume_after) {
-      return absl::InvalidArgumentError(
-          "StreamSpec.sequence_of is set but resume_after is empty: a "
-          "reopen could not resume");
+    s = internal::CheckPositionFields(spec, "StreamSpec");
+    if (!s.ok()) return s;
+    s = internal::CheckServerResumeFields(spec, "StreamSpec");
+    if (!s.ok()) return s;
+    typename Core::Hooks hooks;
+    hooks.initial_position = spec.initial_last_seq;
+    if (spec.resume_after || spec.resume_from_cursor) {
+      hooks.resume = [after = std::move(spec.resume_after),
+                      cursor = std::move(spec.resume_from_cursor)](
+                         Request& r, const ResumeState& state) {
+        if (state.has_position) {
+          after(r, state.last);
+        } else if (state.has_cursor) {
+          cursor(r, state.cursor);
+        }
+      };
     }
-    if (!spec.sequence_of && spec.resume_after) {
-      return absl::InvalidArgumentError(
-          "StreamSpec.resume_after is set but sequence_of is empty");
-    }
-    auto core = Core::Create(
-        target.source(), std::move(spec.attempt_factory),
-        std::move(spec.request), std::move(spec.sequence_of),
-        std::move(spec.resume_after), spec.initial_last_seq, std::move(options),
-        std::move(on_message), std::move(on_done));
+    internal::TakePositionFields(spec, hooks);
+    auto core = Core::Create(target.source(), std::move(spec.attempt_factory),
+                             std::move(spec.request), std::move(hooks),
+                             std::move(options), std::move(on_message),
+                             std::move(on_done));
     if (!core.ok()) return core.status();
     (*core)->StartFirst();
     return std::unique_ptr<ReconnectingStream>(

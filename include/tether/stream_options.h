@@ -118,6 +118,12 @@ struct ReconnectingStreamOptions {
   // control). Default 32; >= 1.
   std::size_t max_buffered_messages = 32;
 
+  // Bidi streams only: writes the app may queue that the server has not
+  // acknowledged yet (or, without `acknowledges`, that gRPC has not written
+  // yet). A `Write` beyond it returns RESOURCE_EXHAUSTED. Default 64;
+  // >= 1 and <= 1 << 20.
+  std::size_t max_outbox = 64;
+
   // Receives every event. Default: none.
   std::shared_ptr<StreamObserver> observer;
 
@@ -150,6 +156,7 @@ struct StreamStats {
   std::uint64_t duplicates_dropped = 0;  // seq <= last delivered
   std::uint64_t gaps = 0;                // seq > last delivered + 1
   std::uint64_t stalls = 0;              // attempts lost to stall_timeout
+  std::uint64_t resyncs = 0;             // resyncs the app's `resync` completed
   bool has_last_seq = false;
   std::uint64_t last_delivered_seq = 0;  // valid when has_last_seq
 };

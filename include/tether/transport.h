@@ -8,11 +8,13 @@
 #define TETHER_TRANSPORT_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "tether/position.h"
 
 namespace grpc {
 class Channel;
@@ -148,6 +150,47 @@ class AttemptFactory {
   // may begin before this returns, on this or another thread.
   virtual std::shared_ptr<Attempt> Start(
       const ConnectionPick& connection, const Request& request,
+      std::shared_ptr<AttemptListener<Response>> listener) = 0;
+};
+
+// What one bidi attempt writes, in order: the open requests built from where
+// it resumes, then the app's writes not yet acknowledged (replays), then new
+// ones, then (after the app's `WritesDone`) a half-close. The attempt pulls:
+// one write at a time.
+//
+// Thread safety: all methods may be called from any thread; the attempt
+// calls `Take`/`Written` one at a time.
+template <class Request>
+class BidiWrites {
+ public:
+  enum class Next {
+    kWrite,       // `*out` is the next request; call `Written` once written
+    kWritesDone,  // half-close the call (once)
+    kNothing,     // nothing now: take again after the wake-up
+  };
+  virtual ~BidiWrites() = default;
+  virtual Next Take(std::shared_ptr<const Request>* out) = 0;
+  // The request `Take` gave was written (`ok`) or the call's write side
+  // failed (`!ok`: nothing more is written).
+  virtual void Written(bool ok) = 0;
+  // `wake` runs, with no tether lock held and on any thread, whenever `Take`
+  // may have something new. Set it once, before the first `Take`.
+  virtual void SetWakeup(std::function<void()> wake) = 0;
+};
+
+// Starts bidi attempts. The production factory calls the user's generated
+// stub (`ClientBidiReactor`); `tether::testing::FakeBidiTransport` plugs in
+// here.
+template <class Request, class Response>
+class BidiAttemptFactory {
+ public:
+  virtual ~BidiAttemptFactory() = default;
+  // Starts one call on `connection` that resumes from `resume` and writes
+  // what `writes` gives. Callbacks to `listener` may begin before this
+  // returns, on this or another thread.
+  virtual std::shared_ptr<Attempt> Start(
+      const ConnectionPick& connection, const ResumeState& resume,
+      std::shared_ptr<BidiWrites<Request>> writes,
       std::shared_ptr<AttemptListener<Response>> listener) = 0;
 };
 

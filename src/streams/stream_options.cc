@@ -64,6 +64,10 @@ absl::Status Validate(const ReconnectingStreamOptions& o) {
         absl::StrCat("recovery_jitter must be in [0, 10s], got ",
                      absl::FormatDuration(o.recovery_jitter)));
   }
+  if (o.max_outbox < 1 || o.max_outbox > (std::size_t{1} << 20)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max_outbox must be in [1, 1048576], got ", o.max_outbox));
+  }
   if (o.max_buffered_messages < 1) {
     return absl::InvalidArgumentError(
         "max_buffered_messages must be >= 1, got 0");

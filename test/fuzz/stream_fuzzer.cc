@@ -50,6 +50,10 @@ struct Req {
 struct Resp {
   bool has_seq = true;
   std::uint64_t seq = 0;
+  // Positions mode (position_of): a batch of items seq..last (last > seq),
+  // or a progress notice at seq. `!has_seq` is a control message (None).
+  std::uint64_t last = 0;
+  bool progress = false;
 };
 
 using Stream = ReconnectingStream<Req, Resp>;
@@ -139,13 +143,22 @@ class Harness {
     EnterCallback("on_message");
     Trace(absl::StrCat("  cb on_message seq ", r.seq));
     if (done_count_ > 0) Fail("on_message after on_done");
+    if (positions_ && !r.has_seq) {  // a control message: no position
+      Reenter(Site::kOnMessage);
+      return;
+    }
+    if (r.progress) Fail("delivered a progress notice (deliver_progress off)");
     if (!r.has_seq) Fail("delivered a message without a sequence number");
     if (has_last_ && r.seq <= last_) {
       Fail(absl::StrCat("delivered seq ", r.seq, " after seq ", last_,
                         " (positions must strictly increase)"));
     }
+    if (r.last != 0 && r.last <= r.seq) {
+      Fail(absl::StrCat("delivered a batch ", r.seq, "..", r.last,
+                        " trimmed past its end"));
+    }
     has_last_ = true;
-    last_ = r.seq;
+    last_ = std::max(r.seq, r.last);
     reopens_since_progress_ = 0;
     migrations_since_progress_ = 0;
     drains_since_progress_ = 0;
@@ -263,6 +276,13 @@ class Harness {
         (jitters & 8) ? absl::Seconds(2) : absl::Seconds(10);
     options_.recovery_jitter =
         (jitters & 16) ? absl::ZeroDuration() : absl::Milliseconds(50);
+    // General positions: batches, progress notices, control messages;
+    // sparse or dense; with or without the trim hook.
+    // (Bits 6-7 = 01, so that older corpus and regression inputs keep
+    // their meaning.)
+    positions_ = (jitters & 0xC0) == 0x40;
+    sparse_ = (jitters & 32) != 0;
+    trim_ = !sparse_ || (jitters & 8) == 0;
     options_.observer = std::make_shared<Observer>(this);
     Trace(absl::StrCat("setup: flags ", flags, " budget ",
                        options_.max_attempts_without_progress, " time ",
@@ -288,10 +308,26 @@ class Harness {
     Stream::Spec spec;
     spec.request = Req{"k", 0};
     spec.attempt_factory = transport_;
-    spec.sequence_of = [](const Resp& r) -> absl::optional<std::uint64_t> {
-      if (!r.has_seq) return absl::nullopt;
-      return r.seq;
-    };
+    if (positions_) {
+      spec.position_of = [](const Resp& r) {
+        if (!r.has_seq) return Position::None();
+        if (r.progress) return Position::Progress(r.seq);
+        if (r.last > r.seq) return Position::Items(r.seq, r.last);
+        return Position::Item(r.seq);
+      };
+      spec.spacing = sparse_ ? PositionSpacing::kSparse : PositionSpacing::kDense;
+      if (trim_) {
+        spec.trim_delivered = [](Resp& r, std::uint64_t last) {
+          r.seq = last + 1;  // the batch holds every position seq..last
+          if (r.last == r.seq) r.last = 0;
+        };
+      }
+    } else {
+      spec.sequence_of = [](const Resp& r) -> absl::optional<std::uint64_t> {
+        if (!r.has_seq) return absl::nullopt;
+        return r.seq;
+      };
+    }
     spec.resume_after = [](Req& r, std::uint64_t seq) { r.after = seq; };
     if (initial_seq) {
       spec.initial_last_seq = in_.Byte() % 4;
@@ -363,7 +399,21 @@ class Harness {
             r.seq = a->request().after + 1 + how / 8 % 3;
             break;
         }
-        if (r.has_seq) sent = r.seq;
+        if (positions_ && r.has_seq) {
+          const std::uint8_t kb = in_.Byte();
+          const int kind = kb % 4;
+          if (kind == 1) {  // a batch
+            r.last = r.seq + 1 + kb / 4 % 3;
+          } else if (kind == 2) {  // a progress notice
+            r.progress = true;
+            // The stream may count it as progress: so does the checker
+            // (laxer, never a false alarm).
+            reopens_since_progress_ = 0;
+            migrations_since_progress_ = 0;
+            drains_since_progress_ = 0;
+          }
+        }
+        if (r.has_seq) sent = std::max(r.seq, r.last);
         Trace(absl::StrCat(
             "step: attempt ", a->index(), " sends ",
             r.has_seq ? absl::StrCat("seq ", r.seq) : std::string("no seq")));
@@ -613,6 +663,9 @@ class Harness {
   std::set<std::size_t> finished_;             // attempts the server has ended
   bool has_last_ = false;
   std::uint64_t last_ = 0;
+  bool positions_ = false;
+  bool sparse_ = false;
+  bool trim_ = true;
   int done_count_ = 0;
   absl::Status final_;
   int reopens_since_progress_ = 0;

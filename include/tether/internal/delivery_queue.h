@@ -58,9 +58,18 @@ class CompactFifo {
     }
     items_.push_back(std::move(value));
   }
+  template <class... Args>
+  void emplace_back(Args&&... args) {
+    push_back(T(std::forward<Args>(args)...));
+  }
   void pop_front() {
     if (++head_ == items_.size()) clear();
   }
+  // Oldest first.
+  typename std::vector<T>::const_iterator begin() const {
+    return items_.begin() + static_cast<std::ptrdiff_t>(head_);
+  }
+  typename std::vector<T>::const_iterator end() const { return items_.end(); }
   void clear() {
     items_.clear();  // keeps the capacity
     head_ = 0;

@@ -2,7 +2,7 @@
 // Internal: the attempts/migration machine behind `ReconnectingStream`. It
 // knows nothing of gRPC; it talks to a `ConnectionSource` and an
 // `AttemptFactory`, and leaves the rest to its parts:
-//   - `SequenceGate` (sequence_gate.h): which message is delivered;
+//   - `PositionGate` (position_gate.h): which message is delivered;
 //   - `ReopenBudget` (reopen_budget.h): when to try again, when to give up;
 //   - `DeliveryQueue` (delivery_queue.h): how the app gets messages, its end
 //     and observer calls;
@@ -12,10 +12,12 @@
 #define TETHER_INTERNAL_STREAM_CORE_H_
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <exception>
 #include <functional>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -34,9 +36,11 @@
 #include "tether/internal/delivery_queue.h"
 #include "tether/internal/mutex.h"
 #include "tether/internal/reopen_budget.h"
-#include "tether/internal/sequence_gate.h"
+#include "tether/internal/position_gate.h"
 #include "tether/internal/stream_random.h"
+#include "tether/internal/worker.h"
 #include "tether/observer.h"
+#include "tether/position.h"
 #include "tether/stream_options.h"
 #include "tether/transport.h"
 
@@ -50,6 +54,37 @@ struct StreamSetup {
   std::uint64_t seed = 0;
 };
 absl::StatusOr<StreamSetup> PrepareStream(ReconnectingStreamOptions& options);
+
+// How a stream reads positions from its responses, resumes, and resyncs. The
+// public specs (StreamSpec, BidiStreamSpec) are translated into this. All
+// functions are app code: the core calls them with no lock held.
+template <class Request, class Response>
+struct StreamHooks {
+  // Integer positions; nullopt: the message carries none (fails the stream;
+  // the `sequence_of` contract). Empty with `cursor_of` empty: every message
+  // is delivered and every attempt sends the request unchanged.
+  std::function<absl::optional<Position>(const Response&)> position_of;
+  const char* position_name = "position_of";  // for error messages
+  PositionSpacing spacing = PositionSpacing::kDense;
+  std::function<void(Response&, std::uint64_t)> trim_delivered;
+  bool deliver_progress = false;
+  // Opaque cursors (instead of `position_of`); nullopt: a control message.
+  std::function<absl::optional<std::string>(const Response&)> cursor_of;
+  // Writes the resume state into a copy of the request. Called for every
+  // attempt but the first when there is a position or cursor to resume
+  // from; for every attempt (also the first, also without a position) when
+  // `resume_always`.
+  std::function<void(Request&, const ResumeState&)> resume;
+  bool resume_always = false;
+  absl::optional<std::uint64_t> initial_position;
+  absl::optional<std::string> initial_cursor;
+  std::function<bool(const Response&)> resync_on_message;
+  std::function<bool(const absl::Status&)> resync_on_end;
+  std::function<void(ResyncDone)> resync;
+  // Internal (not app code): runs under the core's lock once the end is
+  // decided. Must not call back into the core.
+  std::function<void()> on_end_decided;
+};
 
 // The attempts of one stream.
 //
@@ -74,25 +109,21 @@ class StreamCore final
     : public ConnectionSource::DrainListener,
       public std::enable_shared_from_this<StreamCore<Request, Response>> {
  public:
-  using SequenceFn =
-      std::function<absl::optional<std::uint64_t>(const Response&)>;
-  using ResumeFn = std::function<void(Request&, std::uint64_t)>;
+  using Hooks = StreamHooks<Request, Response>;
   using MessageFn = std::function<void(Response&&)>;
   using DoneFn = std::function<void(const absl::Status&)>;
 
   static absl::StatusOr<std::shared_ptr<StreamCore>> Create(
       std::shared_ptr<ConnectionSource> source,
       std::shared_ptr<AttemptFactory<Request, Response>> factory,
-      Request request, SequenceFn sequence_of, ResumeFn resume_after,
-      absl::optional<std::uint64_t> initial_last_seq,
-      ReconnectingStreamOptions options, MessageFn on_message, DoneFn on_done) {
+      Request request, Hooks hooks, ReconnectingStreamOptions options,
+      MessageFn on_message, DoneFn on_done) {
     absl::StatusOr<StreamSetup> setup = PrepareStream(options);
     if (!setup.ok()) return setup.status();
     return std::shared_ptr<StreamCore>(new StreamCore(
         std::move(source), std::move(factory), std::move(request),
-        std::move(sequence_of), std::move(resume_after), initial_last_seq,
-        std::move(options), *std::move(setup), std::move(on_message),
-        std::move(on_done)));
+        std::move(hooks), std::move(options), *std::move(setup),
+        std::move(on_message), std::move(on_done)));
   }
 
   void StartFirst() {
@@ -126,6 +157,9 @@ class StreamCore final
     queue_.Detach();  // first: the cancel below must not reach the app
     Cancel();
   }
+
+  // Runs `call` through the delivery queue's gate (never after `Detach`).
+  void Callout(const std::function<void()>& call) { queue_.Callout(call); }
 
   StreamStats stats() {
     StreamStats s;
@@ -169,6 +203,7 @@ class StreamCore final
   enum class Phase {
     kRunning,    // an attempt is live, or a start is in flight
     kWaiting,    // the reopen timer runs (backoff or a refusing breaker)
+    kResyncing,  // the app's `resync` runs; no attempt is live or starting
     kFinishing,  // the end is decided; waiting for live attempts to end
   };
 
@@ -177,7 +212,11 @@ class StreamCore final
     std::shared_ptr<Attempt> handle;
     absl::Time started;
     absl::optional<BreakerGate::Ticket> ticket;
-    SequenceGate::Cursor cursor;
+    PositionGate::Cursor cursor;
+    // Opaque cursors: while catching up after a resume, messages whose
+    // cursor the stream delivered after index `cursor_from` are replays.
+    bool catching_up = false;
+    std::uint64_t cursor_from = 0;
     Clock::TimerId settle_timer = 0;
     Clock::TimerId stall_timer = 0;
     Clock::TimerId open_timer = 0;
@@ -222,15 +261,13 @@ class StreamCore final
 
   StreamCore(std::shared_ptr<ConnectionSource> source,
              std::shared_ptr<AttemptFactory<Request, Response>> factory,
-             Request request, SequenceFn sequence_of, ResumeFn resume_after,
-             absl::optional<std::uint64_t> initial_last_seq,
-             ReconnectingStreamOptions options, StreamSetup setup,
+             Request request, Hooks hooks, ReconnectingStreamOptions options,
+             StreamSetup setup,
              MessageFn on_message, DoneFn on_done)
       : source_(std::move(source)),
         factory_(std::move(factory)),
         request_(std::move(request)),
-        sequence_of_(std::move(sequence_of)),
-        resume_after_(std::move(resume_after)),
+        hooks_(std::move(hooks)),
         observer_(std::move(options.observer)),
         clock_(std::move(options.clock)),
         classifier_(std::move(options.classifier)),
@@ -248,16 +285,18 @@ class StreamCore final
             options.max_buffered_messages, std::move(on_message),
             std::move(on_done), [this] { OnQueueSpace(); },
             [this](absl::Status s) { OnCallbackError(std::move(s)); }),
-        gate_(initial_last_seq, options.gap_policy),
+        gate_(hooks_.initial_position, hooks_.spacing, options.gap_policy,
+              static_cast<bool>(hooks_.trim_delivered)),
         budget_(std::move(setup.backoff),
                 ReopenBudget::Limits{options.max_attempts_without_progress,
                                      options.max_time_without_progress,
                                      options.reopen_after_progress_jitter}),
         gen_(setup.seed) {
-    if (initial_last_seq) {
+    if (hooks_.initial_position) {
       stats_.has_last_seq = true;
-      stats_.last_delivered_seq = *initial_last_seq;
+      stats_.last_delivered_seq = *hooks_.initial_position;
     }
+    last_cursor_ = hooks_.initial_cursor;
   }
 
   std::weak_ptr<ConnectionSource::DrainListener> WeakListener() {
@@ -304,7 +343,10 @@ class StreamCore final
   // is in flight.
   void BeginStartLocked(AttemptReason reason, Work& w)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (starting_ || phase_ == Phase::kFinishing) return;
+    if (starting_ || phase_ == Phase::kFinishing ||
+        phase_ == Phase::kResyncing) {
+      return;
+    }
     starting_ = true;
     phase_ = Phase::kRunning;
     drained_during_start_.clear();
@@ -346,37 +388,58 @@ class StreamCore final
       Flush(w);
       return;
     }
-    bool resume = false;
-    std::uint64_t after = 0;
+    ResumeState state;
+    std::uint64_t epoch = 0;
+    std::uint64_t cursor_from = 0;
     {
       MutexLock lock(&mu_);
-      if (phase_ == Phase::kFinishing) {
+      if (phase_ == Phase::kFinishing || phase_ == Phase::kResyncing) {
         AbandonStartLocked(*pick, ticket, w);
         Flush(w);
         return;
       }
-      resume = reason != AttemptReason::kFirst && sequence_of_ &&
-               gate_.has_last();
-      after = gate_.last();
+      if (hooks_.position_of && gate_.has_last()) {
+        state.has_position = true;
+        state.last = gate_.last();
+      }
+      if (hooks_.cursor_of && last_cursor_) {
+        state.has_cursor = true;
+        state.cursor = *last_cursor_;
+      }
+      epoch = resync_epoch_;
+      cursor_from = cursor_count_;
+      pending_cursor_from_ = cursor_from;
     }
-    // The request is built outside the lock: `resume_after` is app code.
+    const bool has_state = state.has_position || state.has_cursor;
+    const bool resume =
+        hooks_.resume_always ||
+        (reason != AttemptReason::kFirst && has_state && hooks_.resume);
+    // The request is built outside the lock: `resume` is app code.
     Request request = request_;
     absl::Status threw;
     if (resume) {
       try {
-        resume_after_(request, after);
+        hooks_.resume(request, state);
       } catch (...) {
         threw = CallbackThrew("resume_after", std::current_exception());
       }
     }
     {
       MutexLock lock(&mu_);
-      if (phase_ == Phase::kFinishing || !threw.ok()) {
+      if (phase_ == Phase::kFinishing || !threw.ok() ||
+          epoch != resync_epoch_) {
         if (!threw.ok()) EndLocked(threw, w);
         AbandonStartLocked(*pick, ticket, w);
+        // A resync that ended while this start ran found it in flight and
+        // left the next start to it.
+        if (epoch != resync_epoch_ && phase_ == Phase::kRunning &&
+            !current_) {
+          BeginStartLocked(AttemptReason::kReopen, w);
+        }
       } else {
         CommitStartLocked(reason, *std::move(pick), std::move(ticket),
-                          std::move(request), resume, after, w);
+                          std::move(request), resume && has_state,
+                          state.last, cursor_from, w);
       }
     }
     Flush(w);
@@ -397,7 +460,8 @@ class StreamCore final
   void CommitStartLocked(AttemptReason reason, ConnectionPick pick,
                          absl::optional<BreakerGate::Ticket> ticket,
                          Request request, bool resumed, std::uint64_t after,
-                         Work& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+                         std::uint64_t cursor_from, Work& w)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     starting_ = false;
     migration_retry_delay_ = absl::ZeroDuration();
     auto rec = std::make_shared<AttemptRec>();
@@ -407,6 +471,10 @@ class StreamCore final
     rec->info.connection_id = pick.connection_id;
     rec->info.resumed = resumed;
     rec->info.resume_after_seq = resumed ? after : 0;
+    if (hooks_.cursor_of) {
+      rec->catching_up = true;
+      rec->cursor_from = cursor_from;
+    }
     for (std::uint64_t id : drained_during_start_) {
       if (id == pick.connection_id) rec->draining = true;
     }
@@ -452,6 +520,7 @@ class StreamCore final
       MaybeFinalizeLocked();
       return;
     }
+    if (phase_ == Phase::kResyncing) return;  // the resync starts the next
     if (current_ && current_->live && !current_->cancel_requested) {
       if (current_->stalled) {
         // The stream is failing (its attempt went silent): a move that
@@ -852,38 +921,71 @@ class StreamCore final
   // --- Messages ------------------------------------------------------------
 
   bool OnMessage(const std::shared_ptr<AttemptRec>& rec, Response&& response) {
-    absl::optional<std::uint64_t> seq;
+    absl::optional<Position> pos;
+    absl::optional<std::string> cursor;
+    bool resync = false;
     absl::Status threw;
-    if (sequence_of_) {
+    const char* fn = "resync_on_message";
+    try {
+      if (hooks_.resync_on_message) resync = hooks_.resync_on_message(response);
+      if (!resync && hooks_.position_of) {
+        fn = hooks_.position_name;
+        pos = hooks_.position_of(response);
+      } else if (!resync && hooks_.cursor_of) {
+        fn = "cursor_of";
+        cursor = hooks_.cursor_of(response);
+      }
+    } catch (...) {
+      threw = CallbackThrew(fn, std::current_exception());
+    }
+    // A batch that straddles the position is trimmed outside the lock, then
+    // admitted again (the position may have moved meanwhile: trim again).
+    absl::optional<std::uint64_t> trimmed_at;
+    for (;;) {
+      Work w;
+      bool more = true;
+      absl::optional<std::uint64_t> trim_at;
+      {
+        MutexLock lock(&mu_);
+        if (!rec->live || rec->cancel_requested ||
+            phase_ == Phase::kFinishing) {
+          return false;
+        }
+        if (!threw.ok()) {
+          EndLocked(threw, w);
+          more = false;
+        } else if (resync) {
+          BeginResyncLocked(
+              absl::FailedPreconditionError(absl::StrCat(
+                  "tether: attempt ", rec->info.attempt,
+                  " received a message that asks for a resync "
+                  "(resync_on_message)")),
+              w);
+          more = false;
+        } else {
+          more = AcceptLocked(rec, pos, cursor, trimmed_at,
+                              std::move(response), &trim_at, w);
+        }
+      }
+      Flush(w);
+      if (!trim_at) return more;
       try {
-        seq = sequence_of_(response);
+        hooks_.trim_delivered(response, *trim_at);
+        trimmed_at = trim_at;
       } catch (...) {
-        threw = CallbackThrew("sequence_of", std::current_exception());
+        threw = CallbackThrew("trim_delivered", std::current_exception());
       }
     }
-    Work w;
-    bool more = true;
-    {
-      MutexLock lock(&mu_);
-      if (!rec->live || rec->cancel_requested ||
-          phase_ == Phase::kFinishing) {
-        return false;
-      }
-      if (!threw.ok()) {
-        EndLocked(threw, w);
-        more = false;
-      } else {
-        more = AcceptLocked(rec, seq, std::move(response), w);
-      }
-    }
-    Flush(w);
-    return more;
   }
 
-  // Applies the sequence rules and queues the message. Returns whether the
-  // attempt may read on.
+  // Applies the position rules and queues the message. Returns whether the
+  // attempt may read on. Sets `*trim_at` (and leaves `response` alone) when
+  // a batch must be trimmed first.
   bool AcceptLocked(const std::shared_ptr<AttemptRec>& rec,
-                    absl::optional<std::uint64_t> seq, Response&& response,
+                    const absl::optional<Position>& pos,
+                    const absl::optional<std::string>& cursor,
+                    absl::optional<std::uint64_t> trimmed_at,
+                    Response&& response, absl::optional<std::uint64_t>* trim_at,
                     Work& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (stall_timeout_ > absl::ZeroDuration()) rec->last_activity = clock_->Now();
     if (!rec->got_message) {
@@ -897,38 +999,113 @@ class StreamCore final
       if (rec == current_ && old_) RetireOldLocked(w);
       MarkHealthyLocked(rec, /*ends_failing=*/false, w);
     }
-    if (sequence_of_) {
-      SequenceGate::Admission a =
-          gate_.Admit(rec->cursor, seq, rec->info.attempt);
+    if (hooks_.position_of) {
+      PositionGate::Admission a =
+          gate_.Admit(rec->cursor, pos, trimmed_at, rec->info.attempt);
       if (a.gap) {
         ++stats_.gaps;
-        const std::uint64_t expected = a.expected, got = *seq;
+        const std::uint64_t expected = a.expected, got = pos->first();
         Notify(w,
                [expected, got](StreamObserver& o) { o.OnGap(expected, got); });
       }
       switch (a.verdict) {
-        case SequenceGate::Verdict::kFail:
+        case PositionGate::Verdict::kFail:
           EndLocked(a.error, w);
           return false;
-        case SequenceGate::Verdict::kDuplicate: {
+        case PositionGate::Verdict::kTrim:
+          *trim_at = a.trim_at;
+          return true;
+        case PositionGate::Verdict::kDuplicate: {
           ++stats_.duplicates_dropped;
-          const std::uint64_t s = *seq, l = gate_.last();
+          const std::uint64_t s = pos->last(), l = gate_.last();
           Notify(w, [s, l](StreamObserver& o) { o.OnDuplicateDropped(s, l); });
           return true;
         }
-        case SequenceGate::Verdict::kDeliver:
+        case PositionGate::Verdict::kStale:
+          return true;
+        case PositionGate::Verdict::kProgress:
           stats_.has_last_seq = true;
           stats_.last_delivered_seq = gate_.last();
+          rec->progressed = true;
+          resynced_without_progress_ = false;
+          budget_.OnProgress();
+          if (!hooks_.deliver_progress) return true;
+          break;
+        case PositionGate::Verdict::kDeliver:
+          if (pos->kind() == Position::Kind::kNone) {
+            // A control message is delivered but is no progress: a server
+            // that answers every attempt with one and then fails (or asks
+            // for a resync) still spends the budget.
+            return PushLocked(rec, std::move(response));
+          }
+          stats_.has_last_seq = true;
+          stats_.last_delivered_seq = gate_.last();
+          resynced_without_progress_ = false;
           break;
       }
+    } else if (hooks_.cursor_of && cursor) {
+      if (IsReplayedCursorLocked(*rec, *cursor)) {
+        ++stats_.duplicates_dropped;
+        Notify(w, [](StreamObserver& o) { o.OnDuplicateDropped(0, 0); });
+        return true;
+      }
+      RecordCursorLocked(*cursor);
+      resynced_without_progress_ = false;
     }
     rec->progressed = true;
     budget_.OnProgress();
+    return PushLocked(rec, std::move(response));
+  }
+
+  // Queues a message for the app; false (and the attempt pauses) when the
+  // queue is full.
+  bool PushLocked(const std::shared_ptr<AttemptRec>& rec, Response&& response)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (!queue_.Push(std::move(response))) {
       rec->paused = true;
       return false;
     }
     return true;
+  }
+
+  // Opaque cursors have no order, so a resumed attempt's replays are found
+  // by name: while an attempt catches up, a message whose cursor the stream
+  // delivered after the attempt's resume cursor (the old attempt of a
+  // migration delivered it meanwhile) is a replay. Its first message with a
+  // cursor the stream has not delivered since ends the catching up. The
+  // server must send cursors in order and resume strictly after the cursor
+  // it is given.
+  bool IsReplayedCursorLocked(AttemptRec& rec, const std::string& cursor)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (!rec.catching_up) return false;
+    for (const auto& entry : cursor_log_) {
+      if (entry.first > rec.cursor_from && entry.second == cursor) {
+        rec.cursor_from = entry.first;
+        return true;
+      }
+    }
+    rec.catching_up = false;
+    return false;
+  }
+
+  void RecordCursorLocked(const std::string& cursor)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    last_cursor_ = cursor;
+    ++cursor_count_;
+    // Kept only as far back as an attempt (or a start in flight) may replay.
+    std::uint64_t keep_after = cursor_count_;
+    for (const AttemptRec* r : {current_.get(), old_.get()}) {
+      if (r && r->live && r->catching_up) {
+        keep_after = std::min(keep_after, r->cursor_from);
+      }
+    }
+    if (starting_) keep_after = std::min(keep_after, pending_cursor_from_);
+    if (keep_after < cursor_count_) cursor_log_.emplace_back(cursor_count_, cursor);
+    while (!cursor_log_.empty() &&
+           (cursor_log_.front().first <= keep_after ||
+            cursor_log_.size() > kMaxCursorLog)) {
+      cursor_log_.pop_front();
+    }
   }
 
   void OnQueueSpace() {
@@ -968,10 +1145,19 @@ class StreamCore final
       by_client = rec->cancel_requested;
       received = rec->got_message;
     }
-    // The classifier is app code: outside the lock.
+    // The classifier and `resync_on_end` are app code: outside the lock.
     EndClass cls = EndClass::kOk;
     absl::Status classifier_threw;
-    if (!by_client) {
+    bool resync = false;
+    if (!by_client && hooks_.resync_on_end) {
+      try {
+        resync = hooks_.resync_on_end(status);
+      } catch (...) {
+        classifier_threw =
+            CallbackThrew("resync_on_end", std::current_exception());
+      }
+    }
+    if (!by_client && !resync && classifier_threw.ok()) {
       AttemptEnd end;
       end.status = status;
       end.received_messages = received;
@@ -998,7 +1184,10 @@ class StreamCore final
       const std::uint64_t id = rec->info.connection_id;
       w.internal.Add(
           [self, id] { self->source_->Release(id, self->WeakListener()); });
-      RecordLater(rec->ticket, BreakerGate::Classify(status, cls, by_client),
+      resync = resync && !by_client && (rec == current_ || rec == old_);
+      RecordLater(rec->ticket,
+                  resync ? BreakerGate::kIgnored
+                         : BreakerGate::Classify(status, cls, by_client),
                   status, w);
       AttemptInfo info = rec->info;
       Notify(w, [info, status, cls, by_client](StreamObserver& o) {
@@ -1006,6 +1195,8 @@ class StreamCore final
       });
       if (!classifier_threw.ok() && !by_client) {
         EndLocked(classifier_threw, w);
+      } else if (resync && phase_ != Phase::kFinishing) {
+        BeginResyncLocked(status, w);
       } else {
         HandleEndLocked(rec, status, cls, by_client, w);
       }
@@ -1129,6 +1320,97 @@ class StreamCore final
     Flush(w);
   }
 
+  // --- Resync --------------------------------------------------------------
+
+  // The server says the stream cannot resume from its position: cancel every
+  // attempt (by us: no failure), call the app's `resync` on tether's worker
+  // thread (blocking allowed), then resume after the position it gives. A
+  // resync right after another one with nothing delivered in between is a
+  // failed attempt for the reopen budget (no endless resync loop).
+  void BeginResyncLocked(const absl::Status& why, Work& w)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (phase_ == Phase::kFinishing || phase_ == Phase::kResyncing) return;
+    absl::Duration delay = absl::ZeroDuration();
+    if (resynced_without_progress_) {
+      const absl::Time now = clock_->Now();
+      absl::StatusOr<absl::Duration> d = budget_.OnFailure(
+          now, budget_.failing() ? budget_.failing_since() : now, why,
+          absl::BitGenRef(gen_));
+      if (!d.ok()) {
+        GiveUpLocked(d.status(), w);
+        return;
+      }
+      delay = *d;
+    }
+    resynced_without_progress_ = true;
+    phase_ = Phase::kResyncing;
+    const std::uint64_t epoch = ++resync_epoch_;
+    resync_why_ = why;
+    CancelTimerLocked(reopen_timer_);
+    CancelTimerLocked(handoff_timer_);
+    CancelTimerLocked(migration_timer_);
+    CancelAttemptLocked(current_, w);
+    CancelAttemptLocked(old_, w);
+    current_.reset();
+    old_.reset();
+    std::weak_ptr<StreamCore> weak = this->shared_from_this();
+    auto post = [weak, epoch] {
+      RunOnWorker([weak, epoch] {
+        if (auto self = weak.lock()) self->CallResync(epoch);
+      });
+    };
+    if (delay > absl::ZeroDuration()) {
+      Notify(w, [delay, why](StreamObserver& o) { o.OnBackoff(delay, why); });
+      resync_timer_ = clock_->RunAfter(delay, post);
+    } else {
+      w.internal.Add(post);
+    }
+  }
+
+  // On the worker thread, no lock held.
+  void CallResync(std::uint64_t epoch) {
+    {
+      MutexLock lock(&mu_);
+      if (phase_ != Phase::kResyncing || epoch != resync_epoch_) return;
+      resync_timer_ = 0;
+    }
+    std::weak_ptr<StreamCore> weak = this->shared_from_this();
+    auto once = std::make_shared<std::atomic<bool>>(false);
+    ResyncDone done = [weak, epoch, once](absl::StatusOr<std::uint64_t> r) {
+      if (once->exchange(true)) return;
+      if (auto self = weak.lock()) self->OnResyncDone(epoch, std::move(r));
+    };
+    try {
+      hooks_.resync(done);
+    } catch (...) {
+      done(CallbackThrew("resync", std::current_exception()));
+    }
+  }
+
+  void OnResyncDone(std::uint64_t epoch, absl::StatusOr<std::uint64_t> r) {
+    auto self = this->shared_from_this();
+    Work w;
+    {
+      MutexLock lock(&mu_);
+      if (phase_ != Phase::kResyncing || epoch != resync_epoch_) return;
+      if (!r.ok()) {
+        phase_ = Phase::kRunning;
+        EndLocked(r.status(), w);
+      } else {
+        const std::uint64_t after = *r;
+        gate_.Reset(after);
+        stats_.has_last_seq = true;
+        stats_.last_delivered_seq = after;
+        ++stats_.resyncs;
+        absl::Status why = resync_why_;
+        Notify(w, [why, after](StreamObserver& o) { o.OnResync(why, after); });
+        phase_ = Phase::kRunning;
+        BeginStartLocked(AttemptReason::kReopen, w);
+      }
+    }
+    Flush(w);
+  }
+
   // --- Ending --------------------------------------------------------------
 
   void GiveUpLocked(const absl::Status& gave_up, Work& w)
@@ -1152,8 +1434,10 @@ class StreamCore final
     CancelTimerLocked(reopen_timer_);
     CancelTimerLocked(handoff_timer_);
     CancelTimerLocked(migration_timer_);
+    CancelTimerLocked(resync_timer_);
     CancelAttemptLocked(current_, w);
     CancelAttemptLocked(old_, w);
+    if (hooks_.on_end_decided) hooks_.on_end_decided();
     MaybeFinalizeLocked();
   }
 
@@ -1175,8 +1459,7 @@ class StreamCore final
   const std::shared_ptr<ConnectionSource> source_;
   const std::shared_ptr<AttemptFactory<Request, Response>> factory_;
   const Request request_;
-  const SequenceFn sequence_of_;
-  const ResumeFn resume_after_;
+  const Hooks hooks_;
   const std::shared_ptr<StreamObserver> observer_;
   const std::shared_ptr<Clock> clock_;
   const Classifier classifier_;
@@ -1193,7 +1476,21 @@ class StreamCore final
   DeliveryQueue<Response> queue_;
 
   Mutex mu_;
-  SequenceGate gate_ ABSL_GUARDED_BY(mu_);
+  PositionGate gate_ ABSL_GUARDED_BY(mu_);
+  // Opaque cursors: the last delivered one, how many were delivered, and
+  // the ones a catching-up attempt may replay (index, cursor).
+  static constexpr std::size_t kMaxCursorLog = 1 << 16;
+  absl::optional<std::string> last_cursor_ ABSL_GUARDED_BY(mu_);
+  std::uint64_t cursor_count_ ABSL_GUARDED_BY(mu_) = 0;
+  std::uint64_t pending_cursor_from_ ABSL_GUARDED_BY(mu_) = 0;
+  // Not a std::deque: that allocates 576 bytes per stream up front.
+  CompactFifo<std::pair<std::uint64_t, std::string>> cursor_log_
+      ABSL_GUARDED_BY(mu_);
+  // Resync.
+  std::uint64_t resync_epoch_ ABSL_GUARDED_BY(mu_) = 0;
+  bool resynced_without_progress_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status resync_why_ ABSL_GUARDED_BY(mu_);
+  Clock::TimerId resync_timer_ ABSL_GUARDED_BY(mu_) = 0;
   ReopenBudget budget_ ABSL_GUARDED_BY(mu_);
   StreamRandom gen_ ABSL_GUARDED_BY(mu_);  // 8 bytes (mt19937_64: 2.5 KB)
   Phase phase_ ABSL_GUARDED_BY(mu_) = Phase::kRunning;

@@ -1,0 +1,231 @@
+// Copyright 2026 The tether Authors. Licensed under the Apache License 2.0.
+#ifndef TETHER_RECONNECTING_BIDI_STREAM_H_
+#define TETHER_RECONNECTING_BIDI_STREAM_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/optional.h"
+#include "grpcpp/channel.h"
+#include "grpcpp/client_context.h"
+#include "grpcpp/support/client_callback.h"
+#include "tether/internal/bidi_outbox.h"
+#include "tether/internal/grpc_bidi_attempt.h"
+#include "tether/internal/spec_hooks.h"
+#include "tether/internal/stream_core.h"
+#include "tether/position.h"
+#include "tether/reconnecting_stream.h"
+#include "tether/stream_options.h"
+#include "tether/transport.h"
+
+namespace tether {
+
+// What a bidi stream calls, how each attempt opens, and how it resumes.
+// `Request`/`Response` are the generated message types of a bidi method.
+template <class Request, class Response>
+struct BidiStreamSpec {
+  // Calls exactly one generated callback bidi method and nothing else
+  // (tether calls StartRead/StartWrite/StartCall itself), e.g.
+  //   [](const std::shared_ptr<grpc::Channel>& ch, grpc::ClientContext* ctx,
+  //      grpc::ClientBidiReactor<WatchRequest, WatchResponse>* r) {
+  //     Watch::NewStub(ch)->async()->Watch(ctx, r);
+  //   }
+  std::function<void(const std::shared_ptr<grpc::Channel>&,
+                     grpc::ClientContext*,
+                     grpc::ClientBidiReactor<Request, Response>*)>
+      start;
+
+  // The requests every attempt writes first, built from where it resumes
+  // (`has_position`/`has_cursor` false: from the start). Required. Called
+  // once per attempt, from any thread, with no tether lock held.
+  std::function<std::vector<Request>(const ResumeState&)> open_requests;
+
+  // FIFO acknowledgement of the app's own writes: true when `response`
+  // acknowledges `oldest_unacked`. Unacknowledged writes are replayed, in
+  // order, on the next attempt after the open requests. Only the newest
+  // attempt's responses acknowledge. Empty: a write is done once gRPC has
+  // written it (never replayed).
+  std::function<bool(const Request& oldest_unacked, const Response& response)>
+      acknowledges;
+
+  // Positions, as in StreamSpec (one of sequence_of / position_of /
+  // cursor_of, or none: every message is delivered). No resume hooks: the
+  // resume state goes to `open_requests`.
+  std::function<absl::optional<std::uint64_t>(const Response&)> sequence_of;
+  std::function<Position(const Response&)> position_of;
+  PositionSpacing spacing = PositionSpacing::kDense;
+  std::function<void(Response&, std::uint64_t last_delivered)> trim_delivered;
+  bool deliver_progress = false;
+  std::function<absl::optional<std::string>(const Response&)> cursor_of;
+  absl::optional<std::string> initial_cursor;
+  std::function<bool(const Response&)> resync_on_message;
+  std::function<bool(const absl::Status&)> resync_on_end;
+  std::function<void(ResyncDone done)> resync;
+
+  // Optional: sets up each attempt's context. Called before `start`.
+  std::function<void(grpc::ClientContext&)> configure_context;
+
+  // Advanced: replaces `start` (test doubles:
+  // `tether::testing::FakeBidiTransport`).
+  std::shared_ptr<BidiAttemptFactory<Request, Response>> attempt_factory;
+
+  // Optional: the position the stream already resumes after (the first
+  // attempt's `open_requests` sees it). Needs sequence_of or position_of.
+  absl::optional<std::uint64_t> initial_position;
+};
+
+// A bidi stream that survives its server going away.
+//
+// Each attempt writes `open_requests(resume state)`, then the app's writes
+// the server has not acknowledged yet (in order), then new writes, then the
+// half-close once the app called `WritesDone`. Responses pass the same
+// position rules as a `ReconnectingStream` (exactly once, in order), and
+// the stream has the same guarantees: migration make before break on a
+// drain, stall detection, breaker, reopen budget, resync, callbacks or a
+// blocking reader.
+//
+// Flow control: the outbox holds at most `options.max_outbox`
+// unacknowledged writes; `Write` then returns RESOURCE_EXHAUSTED, and the
+// callback set with `SetOnWritable` runs once when there is room again.
+// During a migration the new attempt carries the writes (the old one
+// finishes the write it has in flight); if the new one fails and the stream
+// falls back to the old one, writes wait for the next attempt.
+//
+// Thread safety: `Write`, `WritesDone`, `SetOnWritable`, `Cancel`, `stats`
+// and the destructor from any thread, also from inside the stream's
+// callbacks. `Read`/`Finish` from one thread at a time. Lifetime as
+// `ReconnectingStream` (on_writable too runs never after the destructor).
+template <class Request, class Response>
+class ReconnectingBidiStream {
+ public:
+  using Spec = BidiStreamSpec<Request, Response>;
+  using MessageCallback = std::function<void(Response&&)>;
+  using DoneCallback = std::function<void(const absl::Status&)>;
+
+  static absl::StatusOr<std::unique_ptr<ReconnectingBidiStream>> Start(
+      Target target, Spec spec, ReconnectingStreamOptions options,
+      MessageCallback on_message, DoneCallback on_done) {
+    if (!on_message || !on_done) {
+      return absl::InvalidArgumentError(
+          "ReconnectingBidiStream::Start needs both on_message and on_done");
+    }
+    return Make(std::move(target), std::move(spec), std::move(options),
+                std::move(on_message), std::move(on_done));
+  }
+
+  static absl::StatusOr<std::unique_ptr<ReconnectingBidiStream>> Open(
+      Target target, Spec spec, ReconnectingStreamOptions options) {
+    return Make(std::move(target), std::move(spec), std::move(options), nullptr,
+                nullptr);
+  }
+
+  ReconnectingBidiStream(const ReconnectingBidiStream&) = delete;
+  ReconnectingBidiStream& operator=(const ReconnectingBidiStream&) = delete;
+
+  ~ReconnectingBidiStream() {
+    outbox_->End();
+    core_->Detach();
+  }
+
+  // Queues a write for the current attempt (replayed on later attempts
+  // until acknowledged). RESOURCE_EXHAUSTED when the outbox is full (see
+  // the class comment); FAILED_PRECONDITION after WritesDone or the end.
+  absl::Status Write(Request request) {
+    return outbox_->Write(std::move(request));
+  }
+
+  // Runs `on_writable` (once) when a `Write` refused for a full outbox may
+  // succeed. Replaces the previous one.
+  void SetOnWritable(std::function<void()> on_writable) {
+    outbox_->SetOnWritable(std::move(on_writable));
+  }
+
+  // No more app writes: each attempt half-closes after its open requests
+  // and replays.
+  void WritesDone() { outbox_->WritesDone(); }
+
+  bool Read(Response* out) { return core_->Read(out); }
+  absl::Status Finish() { return core_->Finish(); }
+  void Cancel() { core_->Cancel(); }
+  StreamStats stats() const { return core_->stats(); }
+  // Writes not yet acknowledged (or, without `acknowledges`, not written).
+  std::size_t outbox_size() const { return outbox_->size(); }
+
+ private:
+  using Core = internal::StreamCore<internal::BidiOpen, Response>;
+  using Box = internal::BidiOutbox<Request, Response>;
+
+  ReconnectingBidiStream(std::shared_ptr<Core> core, std::shared_ptr<Box> box)
+      : core_(std::move(core)), outbox_(std::move(box)) {}
+
+  static absl::StatusOr<std::unique_ptr<ReconnectingBidiStream>> Make(
+      Target target, Spec spec, ReconnectingStreamOptions options,
+      MessageCallback on_message, DoneCallback on_done) {
+    absl::Status s = Validate(options);
+    if (!s.ok()) return s;
+    if (!target.source()) {
+      return absl::InvalidArgumentError(
+          "ReconnectingBidiStream needs a target");
+    }
+    if (!spec.attempt_factory) {
+      if (!spec.start) {
+        return absl::InvalidArgumentError(
+            "BidiStreamSpec.start is empty (and no attempt_factory was "
+            "given)");
+      }
+      spec.attempt_factory = std::make_shared<
+          internal::GrpcBidiAttemptFactory<Request, Response>>(
+          std::move(spec.start), std::move(spec.configure_context));
+    }
+    if (!spec.open_requests) {
+      return absl::InvalidArgumentError(
+          "BidiStreamSpec.open_requests is empty: an attempt would not know "
+          "what to write first (return an empty vector for nothing)");
+    }
+    s = internal::CheckPositionFields(spec, "BidiStreamSpec");
+    if (!s.ok()) return s;
+    if (spec.initial_position && !spec.sequence_of && !spec.position_of) {
+      return absl::InvalidArgumentError(
+          "BidiStreamSpec.initial_position needs sequence_of or position_of");
+    }
+    auto box = std::make_shared<Box>(options.max_outbox,
+                                     std::move(spec.acknowledges));
+    typename Core::Hooks hooks;
+    hooks.initial_position = spec.initial_position;
+    hooks.resume = [](internal::BidiOpen& open, const ResumeState& state) {
+      open.state = state;
+    };
+    hooks.resume_always = true;
+    hooks.on_end_decided = [weak = std::weak_ptr<Box>(box)] {
+      if (auto b = weak.lock()) b->End();
+    };
+    internal::TakePositionFields(spec, hooks);
+    auto factory = std::make_shared<internal::BidiCoreFactory<Request, Response>>(
+        std::move(spec.attempt_factory), std::move(spec.open_requests), box);
+    auto core = Core::Create(target.source(), std::move(factory),
+                             internal::BidiOpen{}, std::move(hooks),
+                             std::move(options), std::move(on_message),
+                             std::move(on_done));
+    if (!core.ok()) return core.status();
+    std::weak_ptr<Core> weak_core = *core;
+    box->SetCallout([weak_core](const std::function<void()>& f) {
+      if (auto c = weak_core.lock()) c->Callout(f);
+    });
+    (*core)->StartFirst();
+    return std::unique_ptr<ReconnectingBidiStream>(
+        new ReconnectingBidiStream(*std::move(core), std::move(box)));
+  }
+
+  std::shared_ptr<Core> core_;
+  std::shared_ptr<Box> outbox_;
+};
+
+}  // namespace tether
+
+#endif  // TETHER_RECONNECTING_BIDI_STREAM_H_

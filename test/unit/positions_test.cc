@@ -9,7 +9,6 @@
 #include <string>
 #include <vector>
 
-#include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tether/position.h"
@@ -20,9 +19,29 @@
 namespace tether {
 namespace {
 
+// A one-shot event on std::mutex (Debian's abseil is not TSan-built, so
+// TSan could not see Notification's synchronization).
+class Notification {
+ public:
+  void Notify() {
+    std::lock_guard<std::mutex> l(mu_);
+    done_ = true;
+    cv_.notify_all();
+  }
+  bool WaitForNotificationWithTimeout(absl::Duration timeout) {
+    std::unique_lock<std::mutex> l(mu_);
+    return cv_.wait_for(l, absl::ToChronoNanoseconds(timeout),
+                        [this] { return done_; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+};
+
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-using ::testing::IsEmpty;
 
 struct Req {
   std::uint64_t after = 0;
@@ -402,7 +421,7 @@ TEST_F(PositionsTest, InitialCursorIsWhereTheFirstReopenResumesWithout) {
 // --- Resync ----------------------------------------------------------------
 
 TEST_F(PositionsTest, ResyncOnMessageResumesAfterTheNewPosition) {
-  absl::Notification called;
+  Notification called;
   Stream::Spec spec = PositionSpec();
   AddResync(spec, [&](ResyncDone done) {
     done(100);
@@ -428,7 +447,7 @@ TEST_F(PositionsTest, ResyncOnMessageResumesAfterTheNewPosition) {
 }
 
 TEST_F(PositionsTest, ResyncMayMoveThePositionBackwards) {
-  absl::Notification called;
+  Notification called;
   Stream::Spec spec = PositionSpec();
   AddResync(spec, [&](ResyncDone done) {
     done(1);
@@ -447,7 +466,7 @@ TEST_F(PositionsTest, ResyncMayMoveThePositionBackwards) {
 }
 
 TEST_F(PositionsTest, ResyncErrorEndsTheStreamWithIt) {
-  absl::Notification called;
+  Notification called;
   Stream::Spec spec = PositionSpec();
   AddResync(spec, [&](ResyncDone done) {
     done(absl::PermissionDeniedError("cannot list"));
@@ -465,8 +484,8 @@ TEST_F(PositionsTest, ResyncErrorEndsTheStreamWithIt) {
 }
 
 TEST_F(PositionsTest, CancelDuringAPendingResyncEndsAtOnce) {
-  absl::Notification in_resync;
-  absl::Notification release;
+  Notification in_resync;
+  Notification release;
   std::shared_ptr<ResyncDone> later = std::make_shared<ResyncDone>();
   Stream::Spec spec = PositionSpec();
   AddResync(spec, [&, later](ResyncDone done) {

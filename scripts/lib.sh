@@ -32,6 +32,8 @@ TETHER_APT_PACKAGES=(
   libgtest-dev
   libgmock-dev
   libbenchmark-dev
+  prometheus-cpp-dev
+  curl
 )
 
 # Only for scripts/test --fuzz: clang and libFuzzer. The normal build (gcc)

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
+#include "tether/metrics.h"
 
 namespace tether {
 namespace examples {
@@ -174,7 +175,12 @@ absl::StatusOr<std::unique_ptr<TetherWatch>> TetherWatch::Start(
   spec.resume_after = [](lv1::WatchAccountRequest& r, std::uint64_t seq) {
     r.set_after_seq(seq);
   };
-  base.observer = std::make_shared<Observer>(recorder);
+  auto own = std::make_shared<Observer>(recorder);
+  if (base.observer) {
+    base.observer = CombineObservers({own, base.observer});
+  } else {
+    base.observer = std::move(own);
+  }
   auto stopping = w->stopping_;
   auto stream =
       ReconnectingStream<lv1::WatchAccountRequest, lv1::AccountEvent>::Start(

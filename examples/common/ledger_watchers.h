@@ -95,7 +95,8 @@ class WatchRecorder {
 // A watch kept open by tether::ReconnectingStream.
 class TetherWatch {
  public:
-  // `base` supplies the breaker, backoff, etc.; an observer is added.
+  // `base` supplies the breaker, backoff, etc.; an observer is added (next
+  // to `base.observer`, if any).
   static absl::StatusOr<std::unique_ptr<TetherWatch>> Start(
       Target target, std::shared_ptr<WatchRecorder> recorder,
       ReconnectingStreamOptions base);

@@ -4,6 +4,7 @@
 // the service under them is rolled out.
 //
 //   rollout_demo [--svg=rollout_demo.svg] [--watches=32] [--quick] [--check]
+//                [--metrics=127.0.0.1:9464] [--log]
 //
 // Three ledger replicas run in this process behind a loopback proxy that
 // routes each new connection like a Kubernetes Service (round robin over the
@@ -20,7 +21,10 @@
 // lane per watch, coloured by the replica serving it.
 // --quick: 8 + 8 watches and shorter drains (the smoke test). --check: exit
 // non-zero unless tether lost, repeated, corrupted nothing and saw no error,
-// and the SVG parses.
+// and the SVG parses. --metrics=HOST:PORT serves tether's metrics (the tether
+// client's streams, pool and breaker) at http://HOST:PORT/metrics while the
+// demo runs (prometheus-cpp's Exposer; needs tether::prometheus). --log
+// writes tether's events to stderr through the rate-limited LoggingObserver.
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -46,6 +50,13 @@
 #include "tether/backoff.h"
 #include "tether/circuit_breaker.h"
 #include "tether/connection_pool.h"
+#include "tether/logging.h"
+#include "tether/metrics.h"
+#if TETHER_DEMO_PROMETHEUS
+#include "prometheus/exposer.h"
+#include "prometheus/registry.h"
+#include "tether/prometheus.h"
+#endif
 
 ABSL_FLAG(std::string, svg, "rollout_demo.svg", "where to write the timeline");
 ABSL_FLAG(int, watches, 0, "watches per client (default 32, 8 with --quick)");
@@ -54,6 +65,11 @@ ABSL_FLAG(bool, check, false,
           "exit 1 unless tether had no loss/duplicate/bad event/error and "
           "the SVG parses");
 ABSL_FLAG(int, tick_ms, 20, "server tick (ms)");
+ABSL_FLAG(std::string, metrics, "",
+          "serve tether's metrics at http://HOST:PORT/metrics (e.g. "
+          "127.0.0.1:9464; port 0 picks one); empty: off");
+ABSL_FLAG(bool, log, false,
+          "log tether's stream, pool and breaker events to stderr");
 
 namespace ex = ::tether::examples;
 
@@ -334,8 +350,49 @@ int main(int argc, char** argv) {
   Client tether_client, naive_client;
   tether_client.name = "tether";
   naive_client.name = "naive";
+  // Metrics (--metrics) and logs (--log) of the tether client.
+  std::shared_ptr<tether::MetricsSink> metrics_sink;
+#if TETHER_DEMO_PROMETHEUS
+  std::unique_ptr<prometheus::Exposer> exposer;
+#endif
+  const std::string metrics_at = absl::GetFlag(FLAGS_metrics);
+  if (!metrics_at.empty()) {
+#if TETHER_DEMO_PROMETHEUS
+    auto registry = std::make_shared<prometheus::Registry>();
+    metrics_sink = tether::PrometheusMetricsSink::Create(registry);
+    try {
+      exposer = std::make_unique<prometheus::Exposer>(metrics_at);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "rollout_demo: cannot serve metrics at %s: %s\n",
+                   metrics_at.c_str(), e.what());
+      return 1;
+    }
+    exposer->RegisterCollectable(registry);
+    const std::string host = metrics_at.substr(0, metrics_at.rfind(':'));
+    std::printf("rollout_demo: metrics at http://%s:%d/metrics\n", host.c_str(),
+                exposer->GetListeningPorts().at(0));
+#else
+    std::fprintf(stderr,
+                 "rollout_demo: --metrics needs tether::prometheus "
+                 "(prometheus-cpp was not found at build time)\n");
+    return 1;
+#endif
+  }
+  std::shared_ptr<tether::LoggingObserver> log;
+  if (absl::GetFlag(FLAGS_log)) {
+    tether::LoggingOptions lo;
+    lo.prefix = "tether-client";
+    log = tether::LoggingObserver::Create(lo).value();
+  }
   for (Client* c : {&tether_client, &naive_client}) {
     bo.name = c->name;
+    bo.observer = nullptr;
+    if (c == &tether_client) {
+      bo.observer = tether::CombineObservers(
+          {metrics_sink ? tether::MakeMetricsBreakerObserver(metrics_sink)
+                        : nullptr,
+           std::shared_ptr<tether::BreakerObserver>(log)});
+    }
     c->breaker = tether::CircuitBreaker::Create(bo).value();
     c->breaker->AddListener(
         [c, &phase](tether::BreakerState, tether::BreakerState) {
@@ -349,6 +406,10 @@ int main(int argc, char** argv) {
   tether::ConnectionPoolOptions po;
   po.target = proxy.address();
   po.health_check = true;
+  po.observer = tether::CombineObservers(
+      {metrics_sink ? tether::MakeMetricsConnectionObserver(metrics_sink)
+                    : nullptr,
+       std::shared_ptr<tether::ConnectionObserver>(log)});
   auto pool = tether::ConnectionPool::Create(std::move(po));
   if (!pool.ok()) {
     std::fprintf(stderr, "rollout_demo: %s\n",
@@ -363,6 +424,14 @@ int main(int argc, char** argv) {
   backoff.max_delay = absl::Seconds(1);
   so.backoff = tether::ExponentialBackoff::Create(backoff).value();
   for (auto& r : tether_client.recorders) {
+    // One metrics observer per stream (it counts the stream as open).
+    so.observer = tether::CombineObservers(
+        {metrics_sink ? tether::MakeMetricsObserver(
+                            metrics_sink,
+                            "tether.examples.ledger.v1.Ledger/WatchAccount",
+                            proxy.address())
+                      : nullptr,
+         std::shared_ptr<tether::StreamObserver>(log)});
     auto w = ex::TetherWatch::Start(*pool, r, so);
     if (!w.ok()) {
       std::fprintf(stderr, "rollout_demo: %s\n", w.status().ToString().c_str());

@@ -48,7 +48,7 @@ struct QuoteService {
                      grpc::ClientContext*, const QuoteRequest*,
                      grpc::ClientReadReactor<Quote>*)>
       start;
-  // Tests: a `tether::testing::FakeTransport<QuoteRequest, Quote>`.
+  // Tests: a `tether::fakes::FakeTransport<QuoteRequest, Quote>`.
   std::shared_ptr<tether::AttemptFactory<QuoteRequest, Quote>> attempts;
 };
 

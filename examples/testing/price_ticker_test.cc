@@ -30,15 +30,15 @@ using ::testing::Eq;
 using ::testing::HasSubstr;
 using ::testing::NiceMock;
 using ::tether::BreakerState;
-using ::tether::testing::FakeClock;
-using ::tether::testing::FakeConnectionSource;
-using ::tether::testing::MockBreakerObserver;
-using ::tether::testing::MockStreamObserver;
-using ::tether::testing::NotResumedRequest;
-using ::tether::testing::RequestResumedAfter;
-using ::tether::testing::StatusIs;
+using ::tether::fakes::FakeClock;
+using ::tether::fakes::FakeConnectionSource;
+using ::tether::fakes::MockBreakerObserver;
+using ::tether::fakes::MockStreamObserver;
+using ::tether::fakes::NotResumedRequest;
+using ::tether::fakes::RequestResumedAfter;
+using ::tether::fakes::StatusIs;
 
-using QuoteFeed = tether::testing::FakeTransport<QuoteRequest, Quote>;
+using QuoteFeed = tether::fakes::FakeTransport<QuoteRequest, Quote>;
 using Script = QuoteFeed::Script;
 
 Quote Q(std::uint64_t seq, std::int64_t price_cents, std::int64_t volume) {

@@ -14,7 +14,7 @@ namespace tether {
 //
 // Policies and streams never read the system clock or sleep directly: they ask
 // a `Clock`. Production code uses `SystemClock()`; tests use
-// `tether::testing::FakeClock`, which advances only when told to and fires due
+// `tether::fakes::FakeClock`, which advances only when told to and fires due
 // timers on the thread that advances it, so no test ever sleeps.
 //
 // Thread safety: every method may be called from any thread concurrently.

@@ -72,7 +72,7 @@ struct BidiStreamSpec {
   std::function<void(grpc::ClientContext&)> configure_context;
 
   // Advanced: replaces `start` (test doubles:
-  // `tether::testing::FakeBidiTransport`).
+  // `tether::fakes::FakeBidiTransport`).
   std::shared_ptr<BidiAttemptFactory<Request, Response>> attempt_factory;
 
   // Optional: the position the stream already resumes after (the first

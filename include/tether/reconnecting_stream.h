@@ -98,7 +98,7 @@ struct StreamSpec {
   std::function<void(grpc::ClientContext&)> configure_context;
 
   // Advanced: replaces `start` with another way to run attempts. Test
-  // doubles (`tether::testing::FakeTransport`) plug in here.
+  // doubles (`tether::fakes::FakeTransport`) plug in here.
   std::shared_ptr<AttemptFactory<Request, Response>> attempt_factory;
 
   // Optional: the sequence number the request already resumes after (when
@@ -157,7 +157,9 @@ class Target {
 //   auto stream = tether::ReconnectingStream<WatchRequest, Event>::Start(
 //       channel, spec, {},
 //       [](Event&& e) { Apply(e); },
-//       [](const absl::Status& s) { LOG(INFO) << "ended: " << s; });
+//       [](const absl::Status& s) {
+//         std::fprintf(stderr, "ended: %s\n", s.ToString().c_str());
+//       });
 template <class Request, class Response>
 class ReconnectingStream {
  public:

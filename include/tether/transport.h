@@ -179,7 +179,7 @@ class BidiWrites {
 };
 
 // Starts bidi attempts. The production factory calls the user's generated
-// stub (`ClientBidiReactor`); `tether::testing::FakeBidiTransport` plugs in
+// stub (`ClientBidiReactor`); `tether::fakes::FakeBidiTransport` plugs in
 // here.
 template <class Request, class Response>
 class BidiAttemptFactory {

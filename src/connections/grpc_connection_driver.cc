@@ -11,7 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "connections/pool_core.h"
-#include "connections/pool_health_codec.h"
+#include "connections/tether_health.pb.h"
 #include "grpc/grpc.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/create_channel.h"
@@ -300,9 +300,9 @@ void GrpcConnectionDriver::OnHealth(const std::shared_ptr<GrpcLink>& link,
     switch (kind) {
       case OpKind::kHealthStart:
         if (ok) {
-          std::string request =
-              EncodeHealthCheckRequest(options_.health_service);
-          grpc::Slice slice(request);
+          health::v1::HealthCheckRequest request;
+          request.set_service(options_.health_service);
+          grpc::Slice slice(request.SerializeAsString());
           grpc::ByteBuffer buffer(&slice, 1);
           call->WriteLast(buffer, grpc::WriteOptions(),
                           new Op{link, OpKind::kHealthWrite});
@@ -323,9 +323,17 @@ void GrpcConnectionDriver::OnHealth(const std::shared_ptr<GrpcLink>& link,
             bytes.assign(reinterpret_cast<const char*>(slice.begin()),
                          slice.size());
           }
-          int status = DecodeHealthCheckResponseStatus(bytes);
-          if (status == kHealthServing) reported = 1;
-          if (status == kHealthNotServing) reported = 0;
+          // A malformed answer reports nothing (the last one stands).
+          health::v1::HealthCheckResponse response;
+          if (response.ParseFromString(bytes)) {
+            if (response.status() == health::v1::HealthCheckResponse::SERVING) {
+              reported = 1;
+            }
+            if (response.status() ==
+                health::v1::HealthCheckResponse::NOT_SERVING) {
+              reported = 0;
+            }
+          }
           link->health_failures_ = 0;  // the watch works
           call->Read(&link->health_read_, new Op{link, OpKind::kHealthRead});
         } else {

@@ -4,14 +4,43 @@
 // embedded source tree. Exits 0 when everything behaves, 1 otherwise.
 #include <condition_variable>
 #include <cstdio>
+#include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "absl/time/time.h"
 #include "consumer.grpc.pb.h"
 #include "consumer_mock.grpc.pb.h"
+#include "gmock/gmock.h"
 #include "tether/clock.h"
+#include "tether/metrics.h"
 #include "tether/testing/fake_clock.h"
+#include "tether/testing/mocks.h"
+#include "tether/version.h"
+#if TETHER_CONSUMER_PROMETHEUS
+#include "prometheus/registry.h"
+#include "tether/prometheus.h"
+#endif
+
+#if !defined(TETHER_VERSION_MAJOR) || !defined(TETHER_VERSION_STRING)
+#error "tether/version.h defines no version"
+#endif
+static_assert(TETHER_VERSION >= 100, "tether is at least 0.1.0");
+
+// Code inside namespace tether (as an application's extension might be)
+// names gMock as `testing::` and tether's fakes as `fakes::`: the fakes'
+// namespace no longer hides gMock's.
+namespace tether {
+namespace consumer_check {
+inline bool MockObserverWorks() {
+  testing::StrictMock<fakes::MockStreamObserver> observer;
+  EXPECT_CALL(observer, OnGap(testing::Eq(3u), testing::Eq(5u))).Times(1);
+  observer.OnGap(3, 5);
+  return testing::Mock::VerifyAndClearExpectations(&observer);
+}
+}  // namespace consumer_check
+}  // namespace tether
 
 namespace {
 
@@ -26,7 +55,41 @@ void Check(bool ok, const char* what) {
 
 int main() {
   // A fake clock fires due timers in order, and only when advanced.
-  tether::testing::FakeClock fake;
+  Check(std::string(TETHER_VERSION_STRING) ==
+            std::to_string(TETHER_VERSION_MAJOR) + "." +
+                std::to_string(TETHER_VERSION_MINOR) + "." +
+                std::to_string(TETHER_VERSION_PATCH),
+        "TETHER_VERSION_STRING matches the numbers");
+  Check(tether::consumer_check::MockObserverWorks(),
+        "tether_mocks: a gMock observer from inside namespace tether");
+
+  // Metrics into an in-memory sink (and Prometheus when installed).
+  auto sink = std::make_shared<tether::InMemoryMetricsSink>();
+  {
+    auto observer = tether::MakeMetricsObserver(sink, "pkg.Svc/M", "t");
+    tether::AttemptInfo info;
+    info.attempt = 1;
+    info.reason = tether::AttemptReason::kMigration;
+    observer->OnAttemptStarted(info);
+  }
+  Check(sink->Value(tether::MetricId::kMigrations, {"pkg.Svc/M", "t"}) == 1,
+        "a migration is counted");
+#if TETHER_CONSUMER_PROMETHEUS
+  auto registry = std::make_shared<prometheus::Registry>();
+  auto prom = tether::PrometheusMetricsSink::Create(registry);
+  tether::MakeMetricsObserver(prom, "pkg.Svc/M", "t")
+      ->OnAttemptStarted(tether::AttemptInfo{});
+  bool found = false;
+  for (const auto& family : registry->Collect()) {
+    if (family.name == "tether_client_attempt_started_total" &&
+        family.metric.size() == 1 && family.metric[0].counter.value == 1) {
+      found = true;
+    }
+  }
+  Check(found, "tether::prometheus: the attempt is in the registry");
+#endif
+
+  tether::fakes::FakeClock fake;
   tether::Clock& clock = fake;
   std::vector<int> fired;
   clock.RunAfter(absl::Seconds(2), [&] { fired.push_back(2); });

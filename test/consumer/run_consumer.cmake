@@ -7,6 +7,7 @@
 #         -DTETHER_BINARY_DIR=... -DCONSUMER_SOURCE_DIR=... -DWORK_DIR=...
 #         [-DPREFIX=...] [-DGENERATOR=...] [-DCXX_COMPILER=...]
 #         [-DCXX_COMPILER_LAUNCHER=...] [-DBUILD_TYPE=...] [-DCONFIG=...]
+#         [-DWITH_PROMETHEUS=1|0]
 #         -P run_consumer.cmake
 #
 # find_package:     `cmake --install` the tether build into PREFIX, then
@@ -47,6 +48,11 @@ file(MAKE_DIRECTORY "${WORK_DIR}")
 set(configure_args
   -S "${CONSUMER_SOURCE_DIR}" -B "${build_dir}"
   "-DTETHER_CONSUMER_MODE=${MODE}")
+# Whether tether was built with tether::prometheus: the consumer then
+# requires the component and uses it.
+if(WITH_PROMETHEUS)
+  list(APPEND configure_args -DTETHER_CONSUMER_PROMETHEUS=ON)
+endif()
 if(GENERATOR)
   list(APPEND configure_args -G "${GENERATOR}")
 endif()
@@ -130,8 +136,10 @@ separate_arguments(pc_flags UNIX_COMMAND "${pc_flags}")
 file(WRITE "${WORK_DIR}/pc_main.cc" [=[
 #include "tether/clock.h"
 #include "tether/testing/fake_clock.h"
+#include "tether/version.h"
+static_assert(TETHER_VERSION_MAJOR >= 0, "tether/version.h");
 int main() {
-  tether::testing::FakeClock clock;
+  tether::fakes::FakeClock clock;
   bool fired = false;
   clock.RunAfter(absl::Seconds(1), [&] { fired = true; });
   clock.AdvanceBy(absl::Seconds(1));

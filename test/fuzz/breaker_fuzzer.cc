@@ -285,8 +285,8 @@ class Harness {
 
   FuzzInput& in_;
   CircuitBreakerOptions options_;
-  std::shared_ptr<testing::FakeClock> clock_ =
-      std::make_shared<testing::FakeClock>();
+  std::shared_ptr<fakes::FakeClock> clock_ =
+      std::make_shared<fakes::FakeClock>();
   std::shared_ptr<CircuitBreaker> breaker_;
   std::vector<Held> held_;
   BreakerState last_ = BreakerState::kClosed;

@@ -413,8 +413,8 @@ class Harness {
   }
 
   FuzzInput& in_;
-  std::shared_ptr<testing::FakeClock> clock_ =
-      std::make_shared<testing::FakeClock>();
+  std::shared_ptr<fakes::FakeClock> clock_ =
+      std::make_shared<fakes::FakeClock>();
   std::shared_ptr<Events> events_ = std::make_shared<Events>();
   Driver driver_{clock_.get()};
   std::shared_ptr<PoolCore> core_;

@@ -57,7 +57,7 @@ struct Resp {
 };
 
 using Stream = ReconnectingStream<Req, Resp>;
-using Transport = testing::FakeTransport<Req, Resp>;
+using Transport = fakes::FakeTransport<Req, Resp>;
 
 // What a callback does when the script armed a re-entrant action for it.
 enum class Reentry { kNone, kStats, kCancel, kDestroy };
@@ -240,13 +240,13 @@ class Harness {
   // --- Setup ---------------------------------------------------------------
 
   bool Setup() {
-    clock_ = std::make_shared<testing::FakeClock>();
-    source_ = std::make_shared<testing::FakeConnectionSource>();
+    clock_ = std::make_shared<fakes::FakeClock>();
+    source_ = std::make_shared<fakes::FakeConnectionSource>();
     transport_ = std::make_shared<Transport>(source_, clock_);
     const std::uint8_t flags = in_.Byte();
     transport_->set_cancel_mode((flags & 1)
-                                    ? testing::CancelMode::kAsync
-                                    : testing::CancelMode::kAsyncManual);
+                                    ? fakes::CancelMode::kAsync
+                                    : fakes::CancelMode::kAsyncManual);
     transport_->set_deliver_after_cancel((flags & 2) != 0);
     options_.migrate_on_drain = (flags & 4) == 0;
     options_.gap_policy =
@@ -445,7 +445,7 @@ class Harness {
         const std::uint8_t b = in_.Byte();
         if (b < 128) {
           Trace("step: the next pick fails");
-          source_->FailNextPick((b & 1) ? testing::ConnectFailure()
+          source_->FailNextPick((b & 1) ? fakes::ConnectFailure()
                                         : absl::UnavailableError("fuzz: no pick"));
         } else if (b < 224) {
           const std::uint64_t id = 1 + b % 4;
@@ -651,8 +651,8 @@ class Harness {
       ::testing::ScopedFakeTestPartResultReporter::INTERCEPT_ALL_THREADS,
       &failures_};
   ReconnectingStreamOptions options_;
-  std::shared_ptr<testing::FakeClock> clock_;
-  std::shared_ptr<testing::FakeConnectionSource> source_;
+  std::shared_ptr<fakes::FakeClock> clock_;
+  std::shared_ptr<fakes::FakeConnectionSource> source_;
   std::shared_ptr<Transport> transport_;
   std::shared_ptr<CircuitBreaker> breaker_;
   std::unique_ptr<Stream> stream_;

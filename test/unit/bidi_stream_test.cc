@@ -43,13 +43,13 @@ std::ostream& operator<<(std::ostream& os, const Req& r) {
 }
 
 using Stream = ReconnectingBidiStream<Req, Resp>;
-using Transport = testing::FakeBidiTransport<Req, Resp>;
+using Transport = fakes::FakeBidiTransport<Req, Resp>;
 
 class BidiStreamTest : public ::testing::Test {
  protected:
   BidiStreamTest()
-      : clock_(std::make_shared<testing::FakeClock>()),
-        source_(std::make_shared<testing::FakeConnectionSource>()),
+      : clock_(std::make_shared<fakes::FakeClock>()),
+        source_(std::make_shared<fakes::FakeConnectionSource>()),
         transport_(std::make_shared<Transport>(source_, clock_)) {
     options_.clock = clock_;
     options_.random_seed = 3;
@@ -97,8 +97,8 @@ class BidiStreamTest : public ::testing::Test {
     return done_;
   }
 
-  std::shared_ptr<testing::FakeClock> clock_;
-  std::shared_ptr<testing::FakeConnectionSource> source_;
+  std::shared_ptr<fakes::FakeClock> clock_;
+  std::shared_ptr<fakes::FakeConnectionSource> source_;
   std::shared_ptr<Transport> transport_;
   ReconnectingStreamOptions options_;
   std::mutex mu_;

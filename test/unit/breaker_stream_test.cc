@@ -44,7 +44,7 @@ struct Resp {
 Resp M(std::uint64_t seq) { return Resp{seq}; }
 
 using Stream = ReconnectingStream<Req, Resp>;
-using Transport = testing::FakeTransport<Req, Resp>;
+using Transport = fakes::FakeTransport<Req, Resp>;
 using Script = Transport::Script;
 
 // How a server that cancels its streams before its GOAWAY ends them.
@@ -64,8 +64,8 @@ class BreakerStreamTest : public ::testing::Test {
   static constexpr char kName[] = "svc.test:443";
 
   BreakerStreamTest()
-      : clock_(std::make_shared<testing::FakeClock>()),
-        source_(std::make_shared<testing::FakeConnectionSource>()),
+      : clock_(std::make_shared<fakes::FakeClock>()),
+        source_(std::make_shared<fakes::FakeConnectionSource>()),
         transport_(std::make_shared<Transport>(source_, clock_)) {
     options_.clock = clock_;
     options_.random_seed = 7;
@@ -169,8 +169,8 @@ class BreakerStreamTest : public ::testing::Test {
     ASSERT_EQ(breaker_->state(), kOpen);
   }
 
-  std::shared_ptr<testing::FakeClock> clock_;
-  std::shared_ptr<testing::FakeConnectionSource> source_;
+  std::shared_ptr<fakes::FakeClock> clock_;
+  std::shared_ptr<fakes::FakeConnectionSource> source_;
   std::shared_ptr<Transport> transport_;
   std::shared_ptr<CircuitBreaker> breaker_;
   std::uint64_t listener_ = 0;
@@ -193,7 +193,7 @@ constexpr char BreakerStreamTest::kName[];
 // stream. Waiting for the oldest probe's timeout (30 s) would leave it idle
 // long after the breaker closed.
 TEST(BreakerGateTest, HalfOpenWithEveryProbeOutRetriesShortly) {
-  auto clock = std::make_shared<testing::FakeClock>();
+  auto clock = std::make_shared<fakes::FakeClock>();
   CircuitBreakerOptions o;
   o.window_size = 1;
   o.minimum_calls = 1;
@@ -320,7 +320,7 @@ TEST_F(BreakerStreamTest, ConnectFailuresOpenItAndStreamsEndWithinTheBound) {
 // A pick that fails to connect counts like an attempt that does.
 TEST_F(BreakerStreamTest, PickConnectFailuresAlsoOpenIt) {
   MakeBreaker(/*probes=*/1, /*consecutive=*/3);
-  for (int i = 0; i < 3; ++i) source_->FailNextPick(testing::ConnectFailure());
+  for (int i = 0; i < 3; ++i) source_->FailNextPick(fakes::ConnectFailure());
   StartOne();
   clock_->AdvanceBy(absl::Milliseconds(100));
   clock_->AdvanceBy(absl::Milliseconds(200));

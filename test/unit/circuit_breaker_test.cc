@@ -28,7 +28,7 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 using ::testing::Pair;
 using ::testing::SizeIs;
-using ::tether::testing::FakeClock;
+using ::tether::fakes::FakeClock;
 using Transition = std::pair<BreakerState, BreakerState>;
 
 constexpr BreakerState kClosed = BreakerState::kClosed;

@@ -18,7 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "connections/pool_core.h"
-#include "connections/pool_health_codec.h"
+#include "connections/tether_health.pb.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tether/circuit_breaker.h"
@@ -177,12 +177,12 @@ class PoolCoreTest : public ::testing::Test {
   }
 
  public:
-  testing::FakeClock* clock() { return clock_.get(); }
+  fakes::FakeClock* clock() { return clock_.get(); }
   FakeDriver* driver() { return &driver_; }
 
  protected:
-  std::shared_ptr<testing::FakeClock> clock_ =
-      std::make_shared<testing::FakeClock>();
+  std::shared_ptr<fakes::FakeClock> clock_ =
+      std::make_shared<fakes::FakeClock>();
   std::shared_ptr<RecordingObserver> observer_ =
       std::make_shared<RecordingObserver>();
   FakeDriver driver_;
@@ -1632,21 +1632,28 @@ TEST_F(PoolCoreTest, ManyListenersAreToldOnceEachFromFewThreads) {
             static_cast<int>(internal::kDrainFanOutMaxThreads));
 }
 
-TEST(HealthCodecTest, EncodesRequestAndDecodesResponse) {
-  EXPECT_EQ(internal::EncodeHealthCheckRequest(""), "");
-  EXPECT_EQ(internal::EncodeHealthCheckRequest("svc"),
-            std::string("\x0a\x03svc", 5));
-  EXPECT_EQ(internal::DecodeHealthCheckResponseStatus(""),
-            internal::kHealthUnknown);
-  EXPECT_EQ(internal::DecodeHealthCheckResponseStatus(std::string("\x08\x01")),
-            internal::kHealthServing);
-  EXPECT_EQ(internal::DecodeHealthCheckResponseStatus(std::string("\x08\x02")),
-            internal::kHealthNotServing);
+// The generated messages speak grpc.health.v1's wire format: the same field
+// numbers and enum values as gRPC's health.proto.
+TEST(HealthMessagesTest, MatchGrpcHealthV1OnTheWire) {
+  using internal::health::v1::HealthCheckRequest;
+  using internal::health::v1::HealthCheckResponse;
+  HealthCheckRequest request;
+  EXPECT_EQ(request.SerializeAsString(), "");  // service "" is no bytes
+  request.set_service("svc");
+  EXPECT_EQ(request.SerializeAsString(), std::string("\x0a\x03svc", 5));
+
+  HealthCheckResponse response;
+  ASSERT_TRUE(response.ParseFromString(""));
+  EXPECT_EQ(response.status(), HealthCheckResponse::UNKNOWN);
+  ASSERT_TRUE(response.ParseFromString(std::string("\x08\x01")));
+  EXPECT_EQ(response.status(), HealthCheckResponse::SERVING);
+  ASSERT_TRUE(response.ParseFromString(std::string("\x08\x02")));
+  EXPECT_EQ(response.status(), HealthCheckResponse::NOT_SERVING);
+  EXPECT_EQ(static_cast<int>(HealthCheckResponse::SERVICE_UNKNOWN), 3);
   // Unknown fields are skipped; a truncated message is malformed.
-  EXPECT_EQ(internal::DecodeHealthCheckResponseStatus(
-                std::string("\x12\x02hi\x08\x02", 6)),
-            internal::kHealthNotServing);
-  EXPECT_EQ(internal::DecodeHealthCheckResponseStatus(std::string("\x08")), -1);
+  ASSERT_TRUE(response.ParseFromString(std::string("\x12\x02hi\x08\x02", 6)));
+  EXPECT_EQ(response.status(), HealthCheckResponse::NOT_SERVING);
+  EXPECT_FALSE(response.ParseFromString(std::string("\x08")));
 }
 
 TEST(SingleChannelSourceTest, AlwaysConnectionOneNeverDrains) {

@@ -19,7 +19,7 @@
 namespace tether {
 namespace {
 
-using testing::CancelMode;
+using fakes::CancelMode;
 using ::testing::ElementsAre;
 using ::testing::IsEmpty;
 
@@ -29,7 +29,7 @@ struct Req {
 struct Resp {
   std::uint64_t seq = 0;
 };
-using Transport = testing::FakeTransport<Req, Resp>;
+using Transport = fakes::FakeTransport<Req, Resp>;
 
 // Records what the attempt delivers; pauses after `pause_after` messages.
 class Recorder final : public AttemptListener<Resp> {
@@ -52,8 +52,8 @@ class FakeCancelTest : public ::testing::Test {
     return t.last_attempt();
   }
 
-  std::shared_ptr<testing::FakeClock> clock_ =
-      std::make_shared<testing::FakeClock>();
+  std::shared_ptr<fakes::FakeClock> clock_ =
+      std::make_shared<fakes::FakeClock>();
   std::shared_ptr<Recorder> recorder_ = std::make_shared<Recorder>();
 };
 

@@ -40,14 +40,14 @@ using ::testing::NiceMock;
 using ::testing::Not;
 using ::testing::Return;
 using ::testing::StrictMock;
-using ::tether::testing::AttemptReasonIs;
-using ::tether::testing::IsOk;
-using ::tether::testing::NotResumed;
-using ::tether::testing::NotResumedRequest;
-using ::tether::testing::OnConnection;
-using ::tether::testing::RequestResumedAfter;
-using ::tether::testing::ResumedAfter;
-using ::tether::testing::StatusIs;
+using ::tether::fakes::AttemptReasonIs;
+using ::tether::fakes::IsOk;
+using ::tether::fakes::NotResumed;
+using ::tether::fakes::NotResumedRequest;
+using ::tether::fakes::OnConnection;
+using ::tether::fakes::RequestResumedAfter;
+using ::tether::fakes::ResumedAfter;
+using ::tether::fakes::StatusIs;
 
 // Why a value did not match, as gMock would print it.
 template <class T, class M>
@@ -183,14 +183,14 @@ TEST(RequestMatchersTest, ReadsTheResumeFieldThroughAnyGetter) {
 // ----------------------------------------------------
 
 using Stream = ReconnectingStream<Req, Resp>;
-using Transport = testing::FakeTransport<Req, Resp>;
+using Transport = fakes::FakeTransport<Req, Resp>;
 using Script = Transport::Script;
 
 class FakeStreamTest : public ::testing::Test {
  protected:
   FakeStreamTest()
-      : clock_(std::make_shared<testing::FakeClock>()),
-        source_(std::make_shared<testing::FakeConnectionSource>()),
+      : clock_(std::make_shared<fakes::FakeClock>()),
+        source_(std::make_shared<fakes::FakeConnectionSource>()),
         transport_(std::make_shared<Transport>(source_, clock_)) {
     options_.clock = clock_;
     options_.random_seed = 1;
@@ -235,8 +235,8 @@ class FakeStreamTest : public ::testing::Test {
     return done_;
   }
 
-  std::shared_ptr<testing::FakeClock> clock_;
-  std::shared_ptr<testing::FakeConnectionSource> source_;
+  std::shared_ptr<fakes::FakeClock> clock_;
+  std::shared_ptr<fakes::FakeConnectionSource> source_;
   std::shared_ptr<Transport> transport_;
   ReconnectingStreamOptions options_;
   std::mutex mu_;
@@ -245,7 +245,7 @@ class FakeStreamTest : public ::testing::Test {
 };
 
 TEST_F(FakeStreamTest, MockObserverSeesEveryEventInOrder) {
-  auto observer = std::make_shared<StrictMock<testing::MockStreamObserver>>();
+  auto observer = std::make_shared<StrictMock<fakes::MockStreamObserver>>();
   {
     InSequence in_order;
     // Attempt 1: two messages, then the server goes away.
@@ -294,14 +294,14 @@ TEST_F(FakeStreamTest, MockObserverSeesEveryEventInOrder) {
 }
 
 TEST_F(FakeStreamTest, MockBackoffDecidesWhenTheNextAttemptStarts) {
-  auto backoff = std::make_shared<StrictMock<testing::MockBackoffPolicy>>();
+  auto backoff = std::make_shared<StrictMock<fakes::MockBackoffPolicy>>();
   {
     InSequence in_order;
     EXPECT_CALL(*backoff, OnFailure(_)).WillOnce(Return(absl::Seconds(3)));
     EXPECT_CALL(*backoff, OnFailure(_)).WillOnce(Return(absl::Seconds(7)));
     EXPECT_CALL(*backoff, Reset());  // attempt 3 delivers
   }
-  options_.backoff = testing::MockBackoffPolicy::Prototype(backoff);
+  options_.backoff = fakes::MockBackoffPolicy::Prototype(backoff);
   transport_->Expect(Script().ConnectFails());
   transport_->Expect(Script().ConnectFails());
   transport_->Expect(Script().Message(M(1)));
@@ -321,9 +321,9 @@ TEST_F(FakeStreamTest, MockBackoffDecidesWhenTheNextAttemptStarts) {
 }
 
 TEST_F(FakeStreamTest, MockedCloneHandsTheStreamItsOwnMock) {
-  auto prototype = std::make_shared<StrictMock<testing::MockBackoffPolicy>>();
-  auto clone = std::make_unique<StrictMock<testing::MockBackoffPolicy>>();
-  testing::MockBackoffPolicy* clone_ptr = clone.get();  // the stream owns it
+  auto prototype = std::make_shared<StrictMock<fakes::MockBackoffPolicy>>();
+  auto clone = std::make_unique<StrictMock<fakes::MockBackoffPolicy>>();
+  fakes::MockBackoffPolicy* clone_ptr = clone.get();  // the stream owns it
   EXPECT_CALL(*prototype, Clone()).WillOnce(Return(ByMove(std::move(clone))));
   EXPECT_CALL(*clone_ptr, OnFailure(_)).WillOnce(Return(absl::Seconds(1)));
   options_.backoff = prototype;
@@ -337,7 +337,7 @@ TEST_F(FakeStreamTest, MockedCloneHandsTheStreamItsOwnMock) {
 }
 
 TEST_F(FakeStreamTest, ScriptedGoawayMovesTheStreamToAnotherConnection) {
-  auto observer = std::make_shared<NiceMock<testing::MockStreamObserver>>();
+  auto observer = std::make_shared<NiceMock<fakes::MockStreamObserver>>();
   EXPECT_CALL(*observer, OnConnectionDraining(1, Eq("GOAWAY")));
   // Any attempt may start; the migration must.
   EXPECT_CALL(*observer, OnAttemptStarted(_)).Times(::testing::AnyNumber());
@@ -356,7 +356,7 @@ TEST_F(FakeStreamTest, ScriptedGoawayMovesTheStreamToAnotherConnection) {
 }
 
 TEST_F(FakeStreamTest, ScriptedHealthNotServingDrainsWithItsReason) {
-  auto observer = std::make_shared<NiceMock<testing::MockStreamObserver>>();
+  auto observer = std::make_shared<NiceMock<fakes::MockStreamObserver>>();
   EXPECT_CALL(*observer, OnConnectionDraining(1, Eq("health NOT_SERVING")));
   options_.observer = observer;
   transport_->Expect(Script().Message(M(1)).NotServingAfter(1));
@@ -437,11 +437,11 @@ TEST_F(FakeStreamTest, ServerStatusAfterClientCancelIsAccepted) {
 TEST(FakeTransportTest, GoawayWithoutASourceFailsTheTest) {
   auto transport = std::make_shared<Transport>();
   transport->Expect(Script().Message(M(1)).GoawayAfter(1));
-  auto source = std::make_shared<testing::FakeConnectionSource>();
+  auto source = std::make_shared<fakes::FakeConnectionSource>();
   Stream::Spec spec;
   spec.attempt_factory = transport;
   ReconnectingStreamOptions options;
-  options.clock = std::make_shared<testing::FakeClock>();
+  options.clock = std::make_shared<fakes::FakeClock>();
   std::unique_ptr<Stream> stream;
   EXPECT_NONFATAL_FAILURE(
       stream = *Stream::Start(
@@ -454,7 +454,7 @@ TEST(FakeTransportTest, GoawayWithoutASourceFailsTheTest) {
 // --- Breaker and pool observers ----------------------------------------------
 
 TEST(MockBreakerObserverTest, SeesTheBreakerOpenAndReject) {
-  auto observer = std::make_shared<NiceMock<testing::MockBreakerObserver>>();
+  auto observer = std::make_shared<NiceMock<fakes::MockBreakerObserver>>();
   CircuitBreakerOptions o;
   o.name = "quotes";
   o.window_size = 2;
@@ -468,7 +468,7 @@ TEST(MockBreakerObserverTest, SeesTheBreakerOpenAndReject) {
       OnStateChange(Eq("quotes"), BreakerState::kClosed, BreakerState::kOpen,
                     ::testing::Field(&BreakerCounts::failed, 2u)));
   EXPECT_CALL(*observer, OnNotPermitted(Eq("quotes"), _));
-  auto clock = std::make_shared<testing::FakeClock>();
+  auto clock = std::make_shared<fakes::FakeClock>();
   auto breaker = CircuitBreaker::Create(o, clock, 1);
   ASSERT_THAT(breaker, IsOk());
   for (int i = 0; i < 2; ++i) {
@@ -482,7 +482,7 @@ TEST(MockBreakerObserverTest, SeesTheBreakerOpenAndReject) {
 }
 
 TEST(MockConnectionObserverTest, IsAConnectionObserver) {
-  auto mock = std::make_shared<StrictMock<testing::MockConnectionObserver>>();
+  auto mock = std::make_shared<StrictMock<fakes::MockConnectionObserver>>();
   EXPECT_CALL(*mock,
               OnConnectionSuspect(4, StatusIs(absl::StatusCode::kUnavailable)));
   std::shared_ptr<ConnectionObserver> observer = mock;

@@ -102,7 +102,7 @@ Position PositionOf(const Resp& r) {
 }
 
 using Stream = ReconnectingStream<Req, Resp>;
-using Transport = testing::FakeTransport<Req, Resp>;
+using Transport = fakes::FakeTransport<Req, Resp>;
 
 class Observer : public StreamObserver {
  public:
@@ -127,8 +127,8 @@ class Observer : public StreamObserver {
 class PositionsTest : public ::testing::Test {
  protected:
   PositionsTest()
-      : clock_(std::make_shared<testing::FakeClock>()),
-        source_(std::make_shared<testing::FakeConnectionSource>()),
+      : clock_(std::make_shared<fakes::FakeClock>()),
+        source_(std::make_shared<fakes::FakeConnectionSource>()),
         transport_(std::make_shared<Transport>(source_, clock_)),
         observer_(std::make_shared<Observer>()) {
     options_.clock = clock_;
@@ -220,8 +220,8 @@ class PositionsTest : public ::testing::Test {
                         [this] { return !done_.empty(); });
   }
 
-  std::shared_ptr<testing::FakeClock> clock_;
-  std::shared_ptr<testing::FakeConnectionSource> source_;
+  std::shared_ptr<fakes::FakeClock> clock_;
+  std::shared_ptr<fakes::FakeConnectionSource> source_;
   std::shared_ptr<Transport> transport_;
   std::shared_ptr<Observer> observer_;
   ReconnectingStreamOptions options_;

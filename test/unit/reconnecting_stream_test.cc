@@ -33,7 +33,7 @@ struct Resp {
 Resp M(std::uint64_t seq) { return Resp{seq, "m" + std::to_string(seq)}; }
 
 using Stream = ReconnectingStream<Req, Resp>;
-using Transport = testing::FakeTransport<Req, Resp>;
+using Transport = fakes::FakeTransport<Req, Resp>;
 
 class RecordingObserver : public StreamObserver {
  public:
@@ -76,8 +76,8 @@ class RecordingObserver : public StreamObserver {
 class StreamTest : public ::testing::Test {
  protected:
   StreamTest()
-      : clock_(std::make_shared<testing::FakeClock>()),
-        source_(std::make_shared<testing::FakeConnectionSource>()),
+      : clock_(std::make_shared<fakes::FakeClock>()),
+        source_(std::make_shared<fakes::FakeConnectionSource>()),
         transport_(std::make_shared<Transport>(source_, clock_)),
         observer_(std::make_shared<RecordingObserver>()) {
     options_.clock = clock_;
@@ -127,8 +127,8 @@ class StreamTest : public ::testing::Test {
     return done_;
   }
 
-  std::shared_ptr<testing::FakeClock> clock_;
-  std::shared_ptr<testing::FakeConnectionSource> source_;
+  std::shared_ptr<fakes::FakeClock> clock_;
+  std::shared_ptr<fakes::FakeConnectionSource> source_;
   std::shared_ptr<Transport> transport_;
   std::shared_ptr<RecordingObserver> observer_;
   ReconnectingStreamOptions options_;
@@ -599,7 +599,7 @@ TEST_F(StreamTest, ServerCancelledIsADrainButTransientIsNot) {
 }
 
 TEST_F(StreamTest, FailedPickIsRetriedWithBackoff) {
-  source_->FailNextPick(testing::ConnectFailure());
+  source_->FailNextPick(fakes::ConnectFailure());
   auto stream = StartStream();
   EXPECT_EQ(transport_->attempt_count(), 0u);
   ASSERT_EQ(observer_->backoffs.size(), 1u);

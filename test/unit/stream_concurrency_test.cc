@@ -24,7 +24,7 @@ struct Resp {
   std::uint64_t seq = 0;
 };
 using Stream = ReconnectingStream<Req, Resp>;
-using Transport = testing::FakeTransport<Req, Resp>;
+using Transport = fakes::FakeTransport<Req, Resp>;
 
 Stream::Spec SpecFor(std::shared_ptr<Transport> transport) {
   Stream::Spec spec;
@@ -53,8 +53,8 @@ struct Checker {
 
 TEST(StreamConcurrency, MigrationWithBothAttemptsDeliveringConcurrently) {
   for (int round = 0; round < 20; ++round) {
-    auto clock = std::make_shared<testing::FakeClock>();
-    auto source = std::make_shared<testing::FakeConnectionSource>();
+    auto clock = std::make_shared<fakes::FakeClock>();
+    auto source = std::make_shared<fakes::FakeConnectionSource>();
     auto transport = std::make_shared<Transport>(source);
     ReconnectingStreamOptions options;
     options.clock = clock;
@@ -111,8 +111,8 @@ TEST(StreamConcurrency, MigrationWithBothAttemptsDeliveringConcurrently) {
 
 TEST(StreamConcurrency, CancelAndDestroyRaceWithDeliveryAndEnds) {
   for (int round = 0; round < 50; ++round) {
-    auto clock = std::make_shared<testing::FakeClock>();
-    auto source = std::make_shared<testing::FakeConnectionSource>();
+    auto clock = std::make_shared<fakes::FakeClock>();
+    auto source = std::make_shared<fakes::FakeConnectionSource>();
     auto transport = std::make_shared<Transport>(source);
     ReconnectingStreamOptions options;
     options.clock = clock;

@@ -131,8 +131,8 @@ class Recorder {
 class StreamDefectsTest : public ::testing::Test {
  protected:
   StreamDefectsTest()
-      : clock_(std::make_shared<testing::FakeClock>()),
-        source_(std::make_shared<testing::FakeConnectionSource>()),
+      : clock_(std::make_shared<fakes::FakeClock>()),
+        source_(std::make_shared<fakes::FakeConnectionSource>()),
         factory_(std::make_shared<LateCancelFactory>()) {
     options_.clock = clock_;
     options_.random_seed = 7;
@@ -168,8 +168,8 @@ class StreamDefectsTest : public ::testing::Test {
   }
   std::unique_ptr<Stream> Start() { return Start(Spec()); }
 
-  std::shared_ptr<testing::FakeClock> clock_;
-  std::shared_ptr<testing::FakeConnectionSource> source_;
+  std::shared_ptr<fakes::FakeClock> clock_;
+  std::shared_ptr<fakes::FakeConnectionSource> source_;
   std::shared_ptr<LateCancelFactory> factory_;
   ReconnectingStreamOptions options_;
   Recorder rec_;

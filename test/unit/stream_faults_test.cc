@@ -29,7 +29,7 @@ struct Resp {
 Resp M(std::uint64_t seq) { return Resp{seq}; }
 
 using Stream = ReconnectingStream<Req, Resp>;
-using Transport = testing::FakeTransport<Req, Resp>;
+using Transport = fakes::FakeTransport<Req, Resp>;
 
 class StallObserver : public StreamObserver {
  public:
@@ -44,8 +44,8 @@ class StallObserver : public StreamObserver {
 class StreamFaultsTest : public ::testing::Test {
  protected:
   StreamFaultsTest()
-      : clock_(std::make_shared<testing::FakeClock>()),
-        source_(std::make_shared<testing::FakeConnectionSource>()),
+      : clock_(std::make_shared<fakes::FakeClock>()),
+        source_(std::make_shared<fakes::FakeConnectionSource>()),
         transport_(std::make_shared<Transport>(source_, clock_)),
         observer_(std::make_shared<StallObserver>()) {
     options_.clock = clock_;
@@ -86,8 +86,8 @@ class StreamFaultsTest : public ::testing::Test {
     return done_;
   }
 
-  std::shared_ptr<testing::FakeClock> clock_;
-  std::shared_ptr<testing::FakeConnectionSource> source_;
+  std::shared_ptr<fakes::FakeClock> clock_;
+  std::shared_ptr<fakes::FakeConnectionSource> source_;
   std::shared_ptr<Transport> transport_;
   std::shared_ptr<StallObserver> observer_;
   ReconnectingStreamOptions options_;

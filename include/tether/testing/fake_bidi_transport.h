@@ -21,7 +21,7 @@
 #include "tether/transport.h"
 
 namespace tether {
-namespace testing {
+namespace fakes {
 
 // Thread safety: every method from any thread. Writes are taken as soon as
 // the attempt offers them (gRPC writing at once), unless `set_auto_write`
@@ -146,7 +146,14 @@ class FakeBidiTransport final : public BidiAttemptFactory<Request, Response> {
   std::vector<std::shared_ptr<Rec>> recs_;
 };
 
-}  // namespace testing
+}  // namespace fakes
+
+#ifdef TETHER_DEPRECATED_TESTING_NAMESPACE
+// Deprecated: the fakes' old namespace, `tether::testing`. Only on request,
+// since any `tether::testing` hides gMock's `::testing` from code inside
+// namespace tether (`testing::Return` would then name tether's).
+namespace testing = fakes;
+#endif
 }  // namespace tether
 
 #endif  // TETHER_TESTING_FAKE_BIDI_TRANSPORT_H_

@@ -13,7 +13,7 @@
 #include "tether/clock.h"
 
 namespace tether {
-namespace testing {
+namespace fakes {
 
 // A `Clock` that moves only when a test says so.
 //
@@ -25,7 +25,7 @@ namespace testing {
 // Thread safety: all methods may be called concurrently; callbacks run
 // without the clock's lock held, so they may schedule and cancel timers.
 //
-//   tether::testing::FakeClock clock;
+//   tether::fakes::FakeClock clock;
 //   clock.RunAfter(absl::Seconds(1), [&] { fired = true; });
 //   clock.AdvanceBy(absl::Seconds(1));  // fired == true
 class FakeClock final : public Clock {
@@ -112,7 +112,14 @@ class FakeClock final : public Clock {
   TimerId last_id_ = 0;
 };
 
-}  // namespace testing
+}  // namespace fakes
+
+#ifdef TETHER_DEPRECATED_TESTING_NAMESPACE
+// Deprecated: the fakes' old namespace, `tether::testing`. Only on request,
+// since any `tether::testing` hides gMock's `::testing` from code inside
+// namespace tether (`testing::Return` would then name tether's).
+namespace testing = fakes;
+#endif
 }  // namespace tether
 
 #endif  // TETHER_TESTING_FAKE_CLOCK_H_

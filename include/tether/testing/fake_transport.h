@@ -23,7 +23,7 @@
 #include "tether/transport.h"
 
 namespace tether {
-namespace testing {
+namespace fakes {
 
 // A `ConnectionSource` whose connections exist only in the test.
 //
@@ -683,7 +683,14 @@ class FakeTransport final : public AttemptFactory<Request, Response> {
   std::vector<std::shared_ptr<FakeAttempt>> attempts_;
 };
 
-}  // namespace testing
+}  // namespace fakes
+
+#ifdef TETHER_DEPRECATED_TESTING_NAMESPACE
+// Deprecated: the fakes' old namespace, `tether::testing`. Only on request,
+// since any `tether::testing` hides gMock's `::testing` from code inside
+// namespace tether (`testing::Return` would then name tether's).
+namespace testing = fakes;
+#endif
 }  // namespace tether
 
 #endif  // TETHER_TESTING_FAKE_TRANSPORT_H_

@@ -3,7 +3,7 @@
 // gMock matchers for tests of code that uses tether. Part of
 // `tether::tether_mocks`.
 //
-//   using ::tether::testing::StatusIs;
+//   using ::tether::fakes::StatusIs;
 //   EXPECT_THAT(stream->Finish(), StatusIs(absl::StatusCode::kNotFound));
 //   EXPECT_THAT(status, StatusIs(absl::StatusCode::kUnavailable,
 //                                ::testing::HasSubstr("breaker")));
@@ -29,7 +29,7 @@
 #include "tether/observer.h"
 
 namespace tether {
-namespace testing {
+namespace fakes {
 namespace internal_matchers {
 
 inline const absl::Status& GetStatus(const absl::Status& s) { return s; }
@@ -244,7 +244,14 @@ NotResumedRequest(Getter&& getter) {
   return RequestResumedAfter(std::forward<Getter>(getter), 0);
 }
 
-}  // namespace testing
+}  // namespace fakes
+
+#ifdef TETHER_DEPRECATED_TESTING_NAMESPACE
+// Deprecated: the fakes' old namespace, `tether::testing`. Only on request,
+// since any `tether::testing` hides gMock's `::testing` from code inside
+// namespace tether (`testing::Return` would then name tether's).
+namespace testing = fakes;
+#endif
 }  // namespace tether
 
 #endif  // TETHER_TESTING_MATCHERS_H_

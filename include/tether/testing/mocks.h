@@ -39,7 +39,7 @@
 #include "tether/observer.h"
 
 namespace tether {
-namespace testing {
+namespace fakes {
 
 // A `StreamObserver` whose every method is mocked.
 //
@@ -181,7 +181,14 @@ class MockConnectionObserver : public ConnectionObserver {
   MOCK_METHOD(void, OnConnectionRetired, (std::uint64_t id), (override));
 };
 
-}  // namespace testing
+}  // namespace fakes
+
+#ifdef TETHER_DEPRECATED_TESTING_NAMESPACE
+// Deprecated: the fakes' old namespace, `tether::testing`. Only on request,
+// since any `tether::testing` hides gMock's `::testing` from code inside
+// namespace tether (`testing::Return` would then name tether's).
+namespace testing = fakes;
+#endif
 }  // namespace tether
 
 #endif  // TETHER_TESTING_MOCKS_H_

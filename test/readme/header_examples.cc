@@ -1,0 +1,51 @@
+// Copyright 2026 The tether Authors. Licensed under the Apache License 2.0.
+//
+// The usage examples in tether's public headers, as written there (keep them
+// in sync): they must compile with Debian's abseil (20220623, no absl/log).
+#include <cstdio>
+#include <memory>
+
+#include "test/readme/readme_prelude.h"
+#include "tether/logging.h"
+#include "tether/metrics.h"
+#include "tether/reconnecting_stream.h"
+
+// clang-format off: the examples are kept as the headers show them.
+namespace {
+
+using WatchRequest = WatchAccountRequest;
+using Event = AccountEvent;
+using Watch = tether::ReconnectingStream<WatchRequest, Event>;
+
+// include/tether/reconnecting_stream.h, class comment.
+[[maybe_unused]] void ReconnectingStreamExample(
+    std::shared_ptr<grpc::Channel> channel, Watch::Spec spec) {
+  auto stream = tether::ReconnectingStream<WatchRequest, Event>::Start(
+      channel, spec, {},
+      [](Event&& e) { Apply(e); },
+      [](const absl::Status& s) {
+        std::fprintf(stderr, "ended: %s\n", s.ToString().c_str());
+      });
+}
+
+// include/tether/logging.h, class comment.
+[[maybe_unused]] void LoggingExample(
+    tether::ReconnectingStreamOptions& stream_options,
+    tether::ConnectionPoolOptions& pool_options) {
+  tether::LoggingOptions lo;
+  lo.prefix = "ledger";
+  auto log = tether::LoggingObserver::Create(lo).value();
+  stream_options.observer = log;
+  pool_options.observer = log;
+}
+
+// include/tether/metrics.h, MetricsStreamObserver.
+[[maybe_unused]] void MetricsExample() {
+  auto sink = std::make_shared<tether::InMemoryMetricsSink>();
+  tether::ReconnectingStreamOptions options;
+  options.observer = tether::MakeMetricsObserver(
+      sink, "ledger.Ledger/Watch", "dns:///ledger:443");
+}
+
+}  // namespace
+// clang-format on

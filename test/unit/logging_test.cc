@@ -1,0 +1,169 @@
+// Copyright 2026 The tether Authors. Licensed under the Apache License 2.0.
+// The logging observer: lines and severities, and the storm limit under the
+// fake clock.
+#include "tether/logging.h"
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tether/testing/fake_clock.h"
+
+namespace tether {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::SizeIs;
+
+class RecordingSink : public LogSink {
+ public:
+  void Write(LogSeverity severity, absl::string_view line) override {
+    internal::MutexLock lock(&mu);
+    lines.emplace_back(severity, std::string(line));
+  }
+  std::vector<std::string> Texts() {
+    internal::MutexLock lock(&mu);
+    std::vector<std::string> out;
+    for (auto& l : lines) out.push_back(l.second);
+    return out;
+  }
+  internal::Mutex mu;
+  std::vector<std::pair<LogSeverity, std::string>> lines;
+};
+
+class LoggingTest : public ::testing::Test {
+ protected:
+  std::shared_ptr<LoggingObserver> Make(int per_window = 3) {
+    LoggingOptions o;
+    o.sink = sink_;
+    o.clock = clock_;
+    o.prefix = "watch/alice";
+    o.max_lines_per_window = per_window;
+    return LoggingObserver::Create(o).value();
+  }
+  std::shared_ptr<fakes::FakeClock> clock_ =
+      std::make_shared<fakes::FakeClock>();
+  std::shared_ptr<RecordingSink> sink_ = std::make_shared<RecordingSink>();
+};
+
+TEST_F(LoggingTest, LinesCarryPrefixFactsAndSeverity) {
+  auto log = Make();
+  AttemptInfo info;
+  info.attempt = 2;
+  info.connection_id = 7;
+  info.reason = AttemptReason::kMigration;
+  info.resumed = true;
+  info.resume_after_seq = 41;
+  log->OnAttemptStarted(info);
+  log->OnAttemptEnded(info, absl::InternalError("boom"), EndClass::kTransient,
+                      false);
+  log->OnGaveUp(absl::UnavailableError("budget spent"));
+  log->OnResync(absl::OutOfRangeError("compacted"), 90);
+  log->OnStateChange("ledger", BreakerState::kClosed, BreakerState::kOpen,
+                     BreakerCounts{});
+  ASSERT_THAT(sink_->lines, SizeIs(5));
+  EXPECT_EQ(sink_->lines[0].second,
+            "watch/alice: attempt 2 started on connection 7 (migration, "
+            "resume after 41)");
+  EXPECT_EQ(sink_->lines[0].first, LogSeverity::kInfo);
+  EXPECT_THAT(sink_->lines[1].second, HasSubstr("INTERNAL: boom (transient)"));
+  EXPECT_EQ(sink_->lines[1].first, LogSeverity::kWarning);
+  EXPECT_EQ(sink_->lines[2].first, LogSeverity::kError);
+  EXPECT_EQ(sink_->lines[3].second,
+            "watch/alice: resync after OUT_OF_RANGE: compacted: resuming "
+            "after 90");
+  EXPECT_EQ(sink_->lines[3].first, LogSeverity::kWarning);
+  EXPECT_THAT(sink_->lines[4].second,
+              HasSubstr("breaker ledger: closed -> open"));
+  EXPECT_EQ(sink_->lines[4].first, LogSeverity::kWarning);
+}
+
+TEST_F(LoggingTest, MinSeverityDropsLowerLines) {
+  LoggingOptions o;
+  o.sink = sink_;
+  o.clock = clock_;
+  o.min_severity = LogSeverity::kWarning;
+  auto log = LoggingObserver::Create(o).value();
+  log->OnConnectionOpened(1, "a:1");  // INFO
+  log->OnGap(3, 5);                   // WARNING
+  EXPECT_THAT(sink_->Texts(), ElementsAre("gap: expected seq 3, got 5"));
+}
+
+TEST_F(LoggingTest, StormIsCappedPerKindAndSummarizedOnTheTimer) {
+  auto log = Make(3);
+  for (int i = 0; i < 1000; ++i) log->OnConnectionDraining(i, "GOAWAY");
+  log->OnGap(1, 3);  // another kind has its own budget
+  EXPECT_THAT(sink_->Texts(), SizeIs(4));
+  EXPECT_EQ(log->suppressed_total(), 997u);
+  clock_->AdvanceBy(absl::Milliseconds(999));
+  EXPECT_THAT(sink_->Texts(), SizeIs(4));  // the window is still open
+  clock_->AdvanceBy(absl::Milliseconds(1));
+  ASSERT_THAT(sink_->Texts(), SizeIs(5));
+  EXPECT_EQ(sink_->Texts()[4],
+            "watch/alice: suppressed 997 draining lines in the last 1s");
+  EXPECT_EQ(sink_->lines[4].first, LogSeverity::kWarning);
+  // A new window: lines flow again.
+  log->OnConnectionDraining(5000, "GOAWAY");
+  EXPECT_THAT(sink_->Texts(), SizeIs(6));
+  EXPECT_EQ(clock_->PendingTimers(), 0u);
+}
+
+TEST_F(LoggingTest, NextWindowsLineWritesTheSummaryFirst) {
+  auto log = Make(1);
+  log->OnGap(1, 3);
+  log->OnGap(4, 6);  // suppressed; a summary timer is armed
+  clock_->AdvanceBy(absl::Milliseconds(400));
+  log->OnGap(7, 9);  // suppressed, same window
+  EXPECT_THAT(sink_->Texts(), SizeIs(1));
+  clock_->AdvanceBy(absl::Milliseconds(600));  // the timer reports 2
+  EXPECT_THAT(sink_->Texts()[1], HasSubstr("suppressed 2 gap lines"));
+  log->OnGap(10, 12);
+  EXPECT_THAT(sink_->Texts(), SizeIs(3));
+}
+
+TEST_F(LoggingTest, DestructionWritesPendingSummaries) {
+  auto log = Make(1);
+  log->OnStalled(AttemptInfo{}, absl::Seconds(3));
+  log->OnStalled(AttemptInfo{}, absl::Seconds(3));
+  log.reset();
+  EXPECT_THAT(sink_->Texts(), SizeIs(2));
+  EXPECT_THAT(sink_->Texts()[1], HasSubstr("suppressed 1 stalled lines"));
+  clock_->AdvanceBy(absl::Seconds(5));  // the cancelled timer does nothing
+  EXPECT_THAT(sink_->Texts(), SizeIs(2));
+}
+
+TEST_F(LoggingTest, OptionsAreValidated) {
+  LoggingOptions o;
+  EXPECT_TRUE(Validate(o).ok());
+  o.max_lines_per_window = 0;
+  EXPECT_EQ(Validate(o).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(Validate(o).message()),
+              HasSubstr("max_lines_per_window"));
+  o.max_lines_per_window = 1000001;
+  EXPECT_FALSE(Validate(o).ok());
+  o.max_lines_per_window = 1000000;
+  EXPECT_TRUE(Validate(o).ok());
+  o.rate_window = absl::ZeroDuration();
+  EXPECT_FALSE(LoggingObserver::Create(o).ok());
+  o.rate_window = absl::InfiniteDuration();
+  EXPECT_FALSE(Validate(o).ok());
+  o.rate_window = absl::Hours(1);
+  EXPECT_TRUE(Validate(o).ok());
+  o.rate_window = absl::Milliseconds(1);
+  EXPECT_TRUE(Validate(o).ok());
+}
+
+TEST(StderrLogSinkTest, IsSharedAndWrites) {
+  EXPECT_EQ(StderrLogSink(), StderrLogSink());
+  ::testing::internal::CaptureStderr();
+  StderrLogSink()->Write(LogSeverity::kWarning, "hello");
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "tether W: hello\n");
+}
+
+}  // namespace
+}  // namespace tether

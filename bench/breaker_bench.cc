@@ -32,10 +32,13 @@
 #include <utility>
 #include <vector>
 
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "bench/bench_util.h"
 #include "grpcpp/grpcpp.h"
 #include "seqstream.grpc.pb.h"
 #include "support/fault_proxy.h"
@@ -43,6 +46,9 @@
 #include "tether/circuit_breaker.h"
 #include "tether/connection_pool.h"
 #include "tether/reconnecting_stream.h"
+
+ABSL_FLAG(int, streams, 1000, "streams");
+ABSL_FLAG(int, rollouts, 20, "rollouts of both replicas");
 
 namespace {
 
@@ -201,16 +207,6 @@ bool WaitForReady(const std::shared_ptr<tether::ConnectionPool>& pool,
   return waiter().WaitFor([&] { return pool->Stats().ready >= n; }, kWait);
 }
 
-int IntFlag(int argc, char** argv, const char* name, int def) {
-  const std::string prefix = absl::StrCat("--", name, "=");
-  for (int i = 1; i < argc; ++i) {
-    if (std::strncmp(argv[i], prefix.c_str(), prefix.size()) == 0) {
-      return std::atoi(argv[i] + prefix.size());
-    }
-  }
-  return def;
-}
-
 int TotalAccepted(Replica* replicas) {
   return replicas[0].proxy.total_accepted() +
          replicas[1].proxy.total_accepted();
@@ -219,8 +215,13 @@ int TotalAccepted(Replica* replicas) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int kStreams = IntFlag(argc, argv, "streams", 1000);
-  const int kRollouts = IntFlag(argc, argv, "rollouts", 20);
+  absl::ParseCommandLine(argc, argv);
+  const int kStreams = absl::GetFlag(FLAGS_streams);
+  const int kRollouts = absl::GetFlag(FLAGS_rollouts);
+  if (kStreams < 1 || kRollouts < 1) Die("--streams and --rollouts must be >= 1");
+  tether::bench::JsonLine json;
+  json.Set("streams", kStreams);
+  json.Set("rollouts", kRollouts);
   const absl::Duration kGiveUp = absl::Seconds(3);
   const absl::Duration kMeasure = absl::Seconds(5);
 
@@ -332,6 +333,10 @@ int main(int argc, char** argv) {
       static_cast<unsigned long long>(after.ignored - before.ignored),
       static_cast<unsigned long long>(after.not_permitted -
                                       before.not_permitted));
+  json.Set("transitions_during_rollouts",
+           static_cast<std::uint64_t>(after.transitions - before.transitions));
+  json.Set("failures_during_rollouts",
+           static_cast<std::uint64_t>(after.failed - before.failed));
   fleet.streams.clear();
   fleet.slots.clear();
 
@@ -376,6 +381,9 @@ int main(int argc, char** argv) {
       absl::ToDoubleSeconds(kGiveUp),
       slowest <= kGiveUp + absl::Seconds(1) ? "within" : "EXCEEDED",
       unavailable, kStreams, naming_breaker, opens.load() - opens_before);
+  json.Set("all_down_every_stream_ended_s", absl::ToDoubleSeconds(slowest));
+  json.Set("give_up_bound_s", absl::ToDoubleSeconds(kGiveUp));
+  json.Set("ended_naming_breaker", naming_breaker);
   doomed.streams.clear();
   doomed.slots.clear();
 
@@ -448,6 +456,11 @@ int main(int argc, char** argv) {
       "delivering %.3f s later\n",
       absl::ToDoubleSeconds(absl::FromUnixNanos(closed_at_ns) - up), kStreams,
       absl::ToDoubleSeconds(all_flowing));
+  json.Set("down_connects_per_s_with_breaker", with.accepts_per_s);
+  json.Set("down_attempts_per_s_with_breaker", with.attempts_per_s);
+  json.Set("down_attempts_per_s_without_breaker", without.attempts_per_s);
+  json.Set("back_all_delivering_s", absl::ToDoubleSeconds(all_flowing));
   back.streams.clear();
+  json.Print();
   return 0;
 }

@@ -26,7 +26,13 @@
 //
 //   scale_bench [--streams=10000] [--tick_ms=500] [--drain_ms=10000]
 //               [--migrate_on_drain=true] [--reopen_jitter_ms=5]
-//               [--timeout_s=60]
+//               [--timeout_s=60] [--standby_connections=0]
+//
+// The last line is one JSON object: streams, cold_open_all_delivering_ms
+// (first Start call -> the last stream's first event), and
+// migration_all_delivering_ms (Shutdown -> the last stream's first event
+// from "b"), both from per-stream timestamps, and their ratio (held to
+// <= 1.5, issue 12).
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -45,6 +51,7 @@
 #include "absl/flags/parse.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "bench/bench_util.h"
 #include "examples/common/ledger_replica.h"
 #include "ledger/ledger.grpc.pb.h"
 #include "support/fault_proxy.h"
@@ -62,6 +69,8 @@ ABSL_FLAG(int, reopen_jitter_ms, 5,
 ABSL_FLAG(int, migration_jitter_ms, 0,
           "ReconnectingStreamOptions::migration_jitter, ms (default 0)");
 ABSL_FLAG(int, timeout_s, 60, "give up waiting after this long (per phase)");
+ABSL_FLAG(int, standby_connections, 0,
+          "ConnectionPoolOptions::standby_connections");
 ABSL_FLAG(bool, absl_deadlock_detection, false,
           "keep absl::Mutex deadlock detection on (Debian's abseil is built "
           "without NDEBUG, so it is on by default there; the example "
@@ -85,6 +94,7 @@ std::int64_t NowNs() {
 struct Slot {
   std::atomic<std::uint64_t> last_seq{0};
   std::atomic<std::int64_t> events{0};
+  std::atomic<std::int64_t> first_ns{-1};    // first event at all
   std::atomic<std::int64_t> first_b_ns{-1};  // first event from replica "b"
   std::atomic<std::int64_t> bad{0};          // gap, duplicate or bad balance
   std::atomic<std::int64_t> last_ns{-1};     // last delivery
@@ -178,10 +188,8 @@ bool WaitUntil(const std::function<bool()>& pred, absl::Duration timeout) {
   return true;
 }
 
-double Pct(const std::vector<double>& sorted, double p) {
-  if (sorted.empty()) return -1;
-  std::size_t i = static_cast<std::size_t>(p * (sorted.size() - 1) + 0.5);
-  return sorted[std::min(i, sorted.size() - 1)];
+double Pct(const std::vector<double>& v, double p) {
+  return tether::bench::Percentile(v, p);
 }
 
 void RaiseFdLimit() {
@@ -230,6 +238,7 @@ int main(int argc, char** argv) {
   tether::ConnectionPoolOptions po;
   po.target = proxy.address();
   po.observer = pool_log;
+  po.standby_connections = absl::GetFlag(FLAGS_standby_connections);
   auto pool_or = tether::ConnectionPool::Create(po);
   if (!pool_or.ok()) {
     std::fprintf(stderr, "%s\n", pool_or.status().ToString().c_str());
@@ -279,6 +288,9 @@ int main(int argc, char** argv) {
           slot->last_seq.store(e.seq(), std::memory_order_relaxed);
           slot->events.fetch_add(1, std::memory_order_relaxed);
           std::int64_t now = NowNs();
+          if (slot->first_ns.load(std::memory_order_relaxed) < 0) {
+            slot->first_ns.store(now, std::memory_order_relaxed);
+          }
           std::int64_t prev = slot->last_ns.exchange(now);
           if (prev >= 0 && now - prev > slot->max_gap_ns.load()) {
             slot->max_gap_ns.store(now - prev);
@@ -428,7 +440,28 @@ int main(int argc, char** argv) {
   WaitUntil([&] { return b->open_streams() == 0; }, absl::Seconds(10));
   pool.reset();
   b->Stop(ex::ShutdownMode::kAbrupt);
+  std::int64_t last_first_ns = -1;
+  for (const Slot& s : slots) {
+    last_first_ns = std::max(last_first_ns, s.first_ns.load());
+  }
+  const double cold_ms = (last_first_ns - t_open) / 1e6;
+  const double migration_ms = all_moved ? move_ms.back() : -1.0;
+  std::printf(
+      "cold open -> all delivering %.0f ms; GOAWAY -> all delivering from "
+      "the new replica %.0f ms; ratio %.2f\n",
+      cold_ms, migration_ms, migration_ms / cold_ms);
   std::printf("total runtime %.1f s\n", (NowNs() - t_start) / 1e9);
+  tether::bench::JsonLine json;
+  json.Set("streams", n);
+  json.Set("cold_open_all_delivering_ms", cold_ms);
+  json.Set("migration_all_delivering_ms", migration_ms);
+  json.Set("migration_vs_cold", migration_ms / cold_ms);
+  json.Set("migration_p50_ms", Pct(move_ms, 0.5));
+  json.Set("migration_p99_ms", Pct(move_ms, 0.99));
+  json.Set("standby_connections", absl::GetFlag(FLAGS_standby_connections));
+  json.Set("violations", bad);
+  json.Set("gave_up", log->gave_up());
+  json.Print();
   bool ok = all_moved && bad == 0 && log->gave_up() == 0;
   return ok ? 0 : 1;
 }

@@ -34,6 +34,8 @@ TETHER_APT_PACKAGES=(
   libbenchmark-dev
   prometheus-cpp-dev
   curl
+  etcd-server
+  etcd-client
 )
 
 # Only for scripts/test --fuzz: clang and libFuzzer. The normal build (gcc)

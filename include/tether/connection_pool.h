@@ -98,6 +98,23 @@ struct ConnectionPoolOptions {
   // range [1, 1024].
   int max_connections = 8;
 
+  // Warm spares: while a group has picks (streams on it), the pool keeps
+  // this many usable connections in it beyond the first, within
+  // `max_connections`, so that a GOAWAY or a drain finds a READY connection
+  // already there and the streams move without a connect on their critical
+  // path. Picks spread over all usable connections (fewest picks first), so
+  // a standby usually carries part of the streams too; when one drains, the
+  // others take its streams at once and a new spare is opened in the
+  // background (on the probe schedule). A group without picks keeps no
+  // spares: idle ones are closed after `idle_timeout` as usual, and a spare
+  // is never closed for idleness while its group has picks. Behind a VIP a
+  // spare likely reaches another backend; with `addresses` it is a second
+  // connection to the same one (helps against per-connection GOAWAYs such
+  // as a server's max connection age). Default 0 (off: one connection per
+  // group; a drain then opens the replacement on the critical path); in
+  // [0, 64] and < `max_connections`.
+  int standby_connections = 0;
+
   // A connection that holds no pick for this long is closed (the next pick
   // opens a new one). Default 30 s; > 0, or `absl::InfiniteDuration()` to
   // keep idle connections.
@@ -215,7 +232,11 @@ struct ConnectionPoolStats {
 //   A new connection is pickable at once.
 // - Draining: a connection that leaves READY (GOAWAY, failure, shutdown) or
 //   whose health watch says NOT_SERVING is never picked again, and every
-//   listener holding a pick on it hears `OnConnectionDraining` exactly once.
+//   listener holding a pick on it hears `OnConnectionDraining` exactly once
+//   (many listeners are told from up to 8 threads at once, so the streams
+//   leaving a connection start their new calls in parallel; the pool
+//   method or watcher callback that saw the drain returns once all were
+//   told).
 //   Make before break: if that leaves its group without a usable
 //   connection, one replacement is opened at once (a burst of streams moving
 //   together shares it). A draining connection is closed when its last pick

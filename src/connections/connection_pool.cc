@@ -44,6 +44,13 @@ absl::Status Validate(const ConnectionPoolOptions& o) {
                      "got ",
                      o.max_connections));
   }
+  if (o.standby_connections < 0 || o.standby_connections > 64 ||
+      o.standby_connections >= o.max_connections) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "connection pool standby_connections must be in [0, 64] and below "
+        "max_connections (",
+        o.max_connections, "), got ", o.standby_connections));
+  }
   if (o.idle_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "connection pool idle_timeout must be > 0 (or infinite), got ",

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "connections/pool_core.h"
 #include "connections/tether_health.pb.h"
 #include "grpc/grpc.h"
 #include "grpcpp/channel.h"
@@ -111,7 +112,8 @@ void GrpcConnectionDriver::Shutdown() {
     MaybeShutdownQueueLocked();
     // loop_thread_ is set by the thread itself before it runs any
     // callback, so a callback dropping the pool always sees its own id.
-    on_loop_thread = std::this_thread::get_id() == loop_thread_;
+    on_loop_thread = std::this_thread::get_id() == loop_thread_ ||
+                     OnDrainHelperThread();  // the loop thread waits for it
   }
   if (on_loop_thread) {
     thread_.detach();

@@ -2,8 +2,11 @@
 #include "connections/pool_core.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <string>
+#include <system_error>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -75,6 +78,58 @@ bool SameOwner(const std::weak_ptr<ConnectionSource::DrainListener>& a,
 }
 
 }  // namespace
+
+namespace {
+// Set on the helper threads of TellDraining.
+thread_local bool t_drain_helper = false;
+}  // namespace
+
+bool OnDrainHelperThread() { return t_drain_helper; }
+
+void TellDraining(std::vector<std::weak_ptr<ConnectionSource::DrainListener>>
+                      listeners,
+                  std::uint64_t connection_id, const std::string& why) {
+  const std::size_t n = listeners.size();
+  const std::size_t threads = DrainFanOut(n);
+  // The strong references taken here are dropped by the calling thread,
+  // after every helper has finished: a listener (a stream) may hold the
+  // last reference to the pool, whose destruction joins the pool's watcher
+  // thread, which may be the one waiting here.
+  std::vector<std::shared_ptr<ConnectionSource::DrainListener>> held(n);
+  std::atomic<std::size_t> next{0};
+  auto work = [&] {
+    for (;;) {
+      const std::size_t i = next.fetch_add(1, std::memory_order_relaxed);
+      if (i >= n) return;
+      held[i] = listeners[i].lock();
+      if (held[i]) held[i]->OnConnectionDraining(connection_id, why);
+    }
+  };
+  std::vector<std::thread> helpers;
+  helpers.reserve(threads - 1);
+  for (std::size_t t = 1; t < threads; ++t) {
+    try {
+      helpers.emplace_back([&work] {
+        t_drain_helper = true;
+        work();
+      });
+    } catch (const std::system_error&) {
+      break;  // no thread to spare: the caller tells the rest itself
+    }
+  }
+  work();
+  for (std::thread& t : helpers) t.join();
+  held.clear();  // here, on the calling thread
+}
+
+std::size_t DrainFanOut(std::size_t listeners) {
+  if (listeners < kDrainFanOutMinListeners) return 1;
+  // Starting a call mostly waits (locks, the channel's queue, the
+  // scheduler), so more threads than cores still help; one per
+  // kDrainFanOutMinListeners listeners, at most kDrainFanOutMaxThreads.
+  return std::min(kDrainFanOutMaxThreads,
+                  std::max<std::size_t>(2, listeners / kDrainFanOutMinListeners));
+}
 
 std::shared_ptr<PoolCore> PoolCore::Create(const ConnectionPoolOptions& options,
                                            ConnectionDriver* driver) {
@@ -156,19 +211,43 @@ void PoolCore::EnsureGroupsLocked(Deferred& later) {
   }
 }
 
+std::size_t PoolCore::GroupPicksLocked(std::size_t group) const {
+  std::size_t n = 0;
+  for (const auto& entry : conns_) {
+    if (entry.second.group == group) n += entry.second.picks;
+  }
+  return n;
+}
+
+std::size_t PoolCore::WantedLiveLocked(std::size_t group) const {
+  if (options_.standby_connections <= 0 || GroupPicksLocked(group) == 0) {
+    return 1;
+  }
+  return 1 + static_cast<std::size_t>(options_.standby_connections);
+}
+
+bool PoolCore::KeptAsStandbyLocked(const Conn& c) const {
+  // Only while the group has streams; without, idle rules apply as usual.
+  return options_.standby_connections > 0 && c.Live() &&
+         GroupPicksLocked(c.group) != 0 &&
+         GroupCountLocked(c.group, /*live_only=*/true) <=
+             WantedLiveLocked(c.group);
+}
+
 void PoolCore::ReplaceIfNeededLocked(std::size_t group, Deferred& later) {
   if (shut_down_) return;
   const auto cap = static_cast<std::size_t>(options_.max_connections);
-  if (GroupCountLocked(group, /*live_only=*/true) != 0 ||
-      GroupCountLocked(group, /*live_only=*/false) >= cap) {
-    return;
-  }
   Group& g = groups_[group];
-  const absl::Time now = clock_->Now();
-  if (now >= g.next_open) {
-    OpenLocked(group, later);
-    return;
+  for (;;) {
+    if (GroupCountLocked(group, /*live_only=*/true) >=
+            WantedLiveLocked(group) ||
+        GroupCountLocked(group, /*live_only=*/false) >= cap) {
+      return;
+    }
+    if (clock_->Now() < g.next_open) break;
+    OpenLocked(group, later);  // then more, for missing standbys
   }
+  const absl::Time now = clock_->Now();
   if (g.probe_timer != 0) return;  // already waiting for next_open
   auto cell = std::make_shared<Clock::TimerId>(0);
   std::weak_ptr<PoolCore> weak = weak_from_this();
@@ -263,6 +342,12 @@ absl::StatusOr<ConnectionPick> PoolCore::Pick(
         pick.connection_id = best->id;
         pick.channel = best->link->channel();
         result = std::move(pick);
+        // The group has picks now: open its standby connections (if any
+        // are configured and missing). After the pick, so that this pick
+        // never waits for them.
+        if (options_.standby_connections > 0) {
+          ReplaceIfNeededLocked(best->group, later);
+        }
       }
     }
   }
@@ -284,7 +369,19 @@ void PoolCore::Release(std::uint64_t connection_id,
     if (h != c.holders.end()) {
       if (--h->second.picks == 0) c.holders.erase(h);
       --c.picks;
-      MaybeRetireOrArmLocked(c, later);
+      const std::size_t group = c.group;
+      MaybeRetireOrArmLocked(c, later);  // may erase c
+      if (options_.standby_connections > 0 && GroupPicksLocked(group) == 0) {
+        // No streams left in the group: its spares become ordinary idle
+        // connections again.
+        for (auto& entry : conns_) {
+          Conn& other = entry.second;
+          if (other.group == group && other.picks == 0 && other.Live() &&
+              other.idle_timer == 0) {
+            MaybeRetireOrArmLocked(other, later);
+          }
+        }
+      }
     }
   }
 }
@@ -478,13 +575,17 @@ void PoolCore::MarkDrainingLocked(Conn& c, std::string why, Deferred& later) {
     auto obs = observer_;
     later.Add([obs, id, why] { obs->OnConnectionDraining(id, why); });
   }
-  // Tell each distinct listener once.
+  // Tell each distinct listener once; many at a time (see TellDraining).
+  std::vector<std::weak_ptr<DrainListener>> tell;
+  tell.reserve(c.holders.size());
   for (auto& [listener, h] : c.holders) {
     if (h.told) continue;
     h.told = true;
-    std::weak_ptr<DrainListener> weak = listener;
-    later.Add([weak, id, why] {
-      if (auto l = weak.lock()) l->OnConnectionDraining(id, why);
+    tell.push_back(listener);
+  }
+  if (!tell.empty()) {
+    later.Add([tell = std::move(tell), id, why]() mutable {
+      TellDraining(std::move(tell), id, why);
     });
   }
   // Make before break: the replacement exists before any listener runs, so a
@@ -524,7 +625,9 @@ void PoolCore::OnIdleTimer(std::uint64_t id,
     Conn& c = it->second;
     if (c.idle_timer != timer || timer == 0) return;
     c.idle_timer = 0;
-    if (c.picks == 0) RetireLocked(id, later);
+    // A spare its group still needs stays (its timer is armed again when
+    // the group's last pick is released).
+    if (c.picks == 0 && !KeptAsStandbyLocked(c)) RetireLocked(id, later);
     SweepAvailabilityLocked(later);
   }
 }

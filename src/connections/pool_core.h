@@ -74,6 +74,32 @@ class ConnectionDriver {
                                      const std::string& address) = 0;
 };
 
+// Tells `listeners` that connection `connection_id` is draining, each once,
+// and returns when all were told. Each listener starts its stream's next
+// attempt inline, so with many of them the calls are spread over up to
+// `DrainFanOut(n)` threads (the caller's included, helpers started for this
+// call only): the streams leaving a connection start their new calls in
+// parallel, with bounded concurrency (no thundering herd: at most that many
+// starts at a time; spreading them further in time is each stream's
+// `migration_jitter`). Called with no lock held.
+void TellDraining(std::vector<std::weak_ptr<ConnectionSource::DrainListener>>
+                      listeners,
+                  std::uint64_t connection_id, const std::string& why);
+// True on a helper thread of `TellDraining`. The caller waits for its
+// helpers, so a listener that drops the last reference to the pool there
+// must not wait for the pool's watcher thread (the usual caller): the
+// driver then detaches it instead of joining, as on the watcher itself.
+bool OnDrainHelperThread();
+// Below this many listeners one thread tells them all (starting threads
+// would cost more than it saves).
+constexpr std::size_t kDrainFanOutMinListeners = 8;
+// At most this many threads tell listeners at once.
+constexpr std::size_t kDrainFanOutMaxThreads = 8;
+// Threads used for `listeners` listeners: 1 below
+// `kDrainFanOutMinListeners`, else one per `kDrainFanOutMinListeners`
+// listeners, in [2, kDrainFanOutMaxThreads].
+std::size_t DrainFanOut(std::size_t listeners);
+
 // The pool's logic. See `tether::ConnectionPool` for the contract; this class
 // implements it for any driver.
 //
@@ -223,6 +249,16 @@ class PoolCore final : public ConnectionSource,
   void OnIdleTimer(std::uint64_t id,
                    const std::shared_ptr<Clock::TimerId>& cell);
   std::size_t GroupCountLocked(std::size_t group, bool live_only) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Picks held over the group's connections.
+  std::size_t GroupPicksLocked(std::size_t group) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // How many live connections the group should have: 1, plus
+  // `standby_connections` while it has picks.
+  std::size_t WantedLiveLocked(std::size_t group) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether idle `c` must stay open as one of its group's spares.
+  bool KeptAsStandbyLocked(const Conn& c) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const ConnectionPoolOptions options_;

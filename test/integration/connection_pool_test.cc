@@ -439,6 +439,64 @@ TEST(ConnectionPoolIntegrationTest, PoolMayBeDroppedFromAListenerCallback) {
   shutdown.join();
 }
 
+// Many listeners are told from several threads at once (issue 12); the
+// one that drops the last reference may be on a helper thread, which the
+// watcher thread waits for: the pool must still go away cleanly.
+TEST(ConnectionPoolIntegrationTest, PoolMayBeDroppedFromAnyOfManyListeners) {
+  HangServer server;
+  auto torn_down = std::make_shared<Events>();
+  class GoneObserver final : public ConnectionObserver {
+   public:
+    explicit GoneObserver(std::shared_ptr<Events> e) : e_(std::move(e)) {}
+    ~GoneObserver() override { e_->Add("gone"); }
+    void OnConnectionReady(std::uint64_t id) override {
+      e_->Add(absl::StrCat("ready ", id));
+    }
+
+   private:
+    std::shared_ptr<Events> e_;
+  };
+  class DroppingListener final : public DrainListener {
+   public:
+    explicit DroppingListener(std::shared_ptr<ConnectionPool> pool)
+        : pool_(std::move(pool)) {}
+    void OnConnectionDraining(std::uint64_t, absl::string_view) override {
+      pool_.reset();  // the last of them destroys the pool
+      events.Add("dropped");
+    }
+    Events events;
+
+   private:
+    std::shared_ptr<ConnectionPool> pool_;
+  };
+
+  ConnectionPoolOptions o;
+  o.target = server.address();
+  o.observer = std::make_shared<GoneObserver>(torn_down);
+  auto pool = MakePool(std::move(o));
+  ASSERT_NE(pool, nullptr);
+  ASSERT_TRUE(torn_down->WaitFor("ready 1"));
+  constexpr int kListeners = 32;
+  std::vector<std::shared_ptr<DroppingListener>> listeners;
+  std::shared_ptr<grpc::Channel> channel;
+  for (int i = 0; i < kListeners; ++i) {
+    listeners.push_back(std::make_shared<DroppingListener>(pool));
+    auto pick = pool->Pick(listeners.back());
+    ASSERT_TRUE(pick.ok());
+    channel = pick->channel;
+  }
+  auto call = std::make_unique<HangingCall>(channel);
+  channel.reset();
+  ASSERT_TRUE(call->events.WaitFor("started"));
+  pool.reset();  // now only the listeners hold the pool
+
+  std::thread shutdown([&] { server.Shutdown(std::chrono::seconds(30)); });
+  for (auto& l : listeners) ASSERT_TRUE(l->events.WaitFor("dropped"));
+  call.reset();
+  EXPECT_TRUE(torn_down->WaitFor("gone"));
+  shutdown.join();
+}
+
 TEST(ConnectionPoolIntegrationTest, DestroyWithConnectionsOpenIsClean) {
   HangServer server;
   auto observer = std::make_shared<Observer>();

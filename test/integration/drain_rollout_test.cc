@@ -208,10 +208,22 @@ class ConnLog final : public ConnectionObserver {
   explicit ConnLog(std::shared_ptr<OneShot> gone) : gone_(std::move(gone)) {}
   ~ConnLog() override { gone_->Signal(); }
 
+  void OnConnectionOpened(std::uint64_t id, absl::string_view) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    opened_.insert(id);
+  }
   void OnConnectionReady(std::uint64_t id) override {
     std::lock_guard<std::mutex> lock(mu_);
     ready_.insert(id);
     cv_.notify_all();
+  }
+  std::set<std::uint64_t> opened() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return opened_;
+  }
+  std::set<std::uint64_t> ready() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return ready_;
   }
   void OnConnectionDraining(std::uint64_t id, absl::string_view why) override {
     std::lock_guard<std::mutex> lock(mu_);
@@ -246,6 +258,7 @@ class ConnLog final : public ConnectionObserver {
  private:
   mutable std::mutex mu_;
   std::condition_variable cv_;
+  std::set<std::uint64_t> opened_;
   std::set<std::uint64_t> ready_;
   std::map<std::uint64_t, std::string> draining_;
   std::set<std::uint64_t> suspect_;
@@ -542,6 +555,68 @@ TEST_F(DrainRollout, StreamsOfAStoppedAddressSpreadOverTheOthers) {
         << "stream " << i;
   }
   StopStreamsAndWaitForPool(s, pool, pool_gone());
+}
+
+// 5. A standby connection (issue 12): the pool keeps a second READY
+// connection (here to B) while streams run on A's; A's GOAWAY moves every
+// stream onto it, with no connect on the critical path, and the pool then
+// opens a new spare in the background.
+TEST_F(DrainRollout, GoawayMovesStreamsOntoTheReadyStandbyConnection) {
+  a_ = StartServer("A");
+  b_ = StartServer("B");
+  ASSERT_TRUE(a_ && b_);
+  ASSERT_TRUE(proxy_.Start().ok());
+  ASSERT_TRUE(proxy_.SetBackend(a_->address()).ok());
+  ConnectionPoolOptions po = PoolOptions();
+  ConnLog* conns = this->conns();
+  po.target = proxy_.address();
+  po.standby_connections = 1;
+  pool_ = MakePool(std::move(po));
+  ASSERT_NE(pool_, nullptr);
+  ASSERT_TRUE(conns->WaitForReady(1, kWait));  // connection 1 -> A
+  // The spare is opened with the first stream; route it to B, as a
+  // Service would spread connections over its backends.
+  ASSERT_TRUE(proxy_.SetBackend(b_->address()).ok());
+  streams_ = std::make_unique<Streams>(kStreams);
+  Streams& s = *streams_;
+  s.StartAll(pool_);
+  ASSERT_TRUE(conns->WaitForReady(2, kWait));  // the spare, 2 -> B
+  ASSERT_TRUE(
+      s.fleet.WaitAll([](const Delivered& d) { return d.count >= 3; }, kWait));
+  const std::set<std::uint64_t> before = conns->ready();
+  EXPECT_EQ(before, (std::set<std::uint64_t>{1, 2}));
+  std::vector<int> on_a;
+  for (int i = 0; i < kStreams; ++i) {
+    if (s.fleet.Get(i).From("A") > 0) on_a.push_back(i);
+  }
+  // Streams started before the spare was READY all went to A.
+  ASSERT_FALSE(on_a.empty());
+  const std::int64_t watches_on_a = a_->stats().watches_started;
+
+  a_->ShutdownAsync(absl::Seconds(5));  // GOAWAY on connection 1
+  ASSERT_TRUE(s.fleet.WaitAll(
+      [](const Delivered& d) { return d.From("B") >= 3; }, kWait));
+  ASSERT_TRUE(a_->WaitForStopped(kWait));
+  for (int i : on_a) {
+    bool moved = false;
+    for (const AttemptLog::Entry& e : s.logs[i]->Entries()) {
+      if (e.info.attempt == 1) continue;
+      moved = true;
+      // The move ran on a connection that was READY before the GOAWAY.
+      EXPECT_TRUE(before.count(e.info.connection_id))
+          << "stream " << i << " attempt " << e.info.attempt
+          << " on connection " << e.info.connection_id;
+      EXPECT_NE(e.info.connection_id, 1u) << "stream " << i;
+    }
+    EXPECT_TRUE(moved) << "stream " << i;
+  }
+  EXPECT_EQ(a_->stats().watches_started, watches_on_a);
+  s.ExpectClean();
+  // The pool replaces the spare in the background: two READY again.
+  ASSERT_TRUE(conns->WaitForReady(3, kWait));
+  EXPECT_TRUE(conns->opened().count(3));
+  EXPECT_LE(pool_->Stats().open, 3u);
+  StopStreamsAndWaitForPool(s, pool_, pool_gone());
 }
 
 }  // namespace

@@ -3,11 +3,13 @@
 // The pool's decisions, with fake connections and a fake clock: no network.
 #include "tether/connection_pool.h"
 
+#include <algorithm>
 #include <atomic>
 #include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <utility>
@@ -1427,6 +1429,207 @@ TEST_F(PoolCoreTest, SheddingOnEveryConnectionNeverFailsAPick) {
   }
   EXPECT_GT(suspects_seen, 0);  // the test did make suspects
   EXPECT_LE(core_->Stats().open, 4u);
+}
+
+// --- Standby connections (issue 12) -----------------------------------------
+
+TEST(ConnectionPoolOptionsTest, StandbyConnectionsDefaultAndExtremes) {
+  ConnectionPoolOptions o;
+  o.target = "t:1";
+  EXPECT_EQ(o.standby_connections, 0);
+  struct Case {
+    int standby;
+    int max_connections;
+    bool valid;
+  };
+  const std::vector<Case> cases = {
+      {0, 1, true},      {1, 2, true},     {7, 8, true},
+      {64, 1024, true},  {-1, 8, false},   {1, 1, false},
+      {8, 8, false},     {65, 1024, false},
+      {std::numeric_limits<int>::max(), 1024, false},
+      {std::numeric_limits<int>::min(), 8, false},
+  };
+  for (const Case& c : cases) {
+    o.standby_connections = c.standby;
+    o.max_connections = c.max_connections;
+    const absl::Status s = Validate(o);
+    EXPECT_EQ(s.ok(), c.valid) << c.standby << "/" << c.max_connections;
+    if (!c.valid) {
+      EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+      EXPECT_THAT(std::string(s.message()), HasSubstr("standby_connections"));
+      EXPECT_EQ(ConnectionPool::Create(o).status().code(),
+                absl::StatusCode::kInvalidArgument);
+    }
+  }
+}
+
+class PoolStandbyTest : public PoolCoreTest {
+ protected:
+  void MakeStandby(int standby, int max_connections = 8) {
+    ConnectionPoolOptions o;
+    o.target = "svc.example:443";
+    o.standby_connections = standby;
+    o.max_connections = max_connections;
+    Make(std::move(o));
+  }
+};
+
+TEST_F(PoolStandbyTest, SparesOpenOnlyOnceTheGroupHasPicks) {
+  MakeStandby(1);
+  Serve(1);
+  clock_->AdvanceBy(absl::Seconds(20));  // < idle_timeout
+  EXPECT_EQ(driver_.opened(), 1u);  // no streams: no spare
+  auto a = std::make_shared<Listener>();
+  EXPECT_EQ(MustPick(a), 1u);
+  EXPECT_EQ(driver_.opened(), 2u);  // the spare, opened after the pick
+  Serve(2);
+  EXPECT_EQ(core_->Stats().ready, 2u);
+  // Picks spread over both (fewest picks first).
+  auto b = std::make_shared<Listener>();
+  EXPECT_EQ(MustPick(b), 2u);
+  EXPECT_EQ(driver_.opened(), 2u);
+}
+
+TEST_F(PoolStandbyTest, GoawayMovesToTheReadySpareWithoutAConnect) {
+  MakeStandby(1);
+  Serve(1);
+  std::vector<std::shared_ptr<Listener>> ls;
+  std::mutex mu;
+  std::vector<std::uint64_t> moved_to;
+  std::vector<bool> moved_to_ready;
+  for (int i = 0; i < 8; ++i) {
+    auto l = std::make_shared<Listener>();
+    std::weak_ptr<Listener> weak = l;
+    l->hook_ = [this, weak, &mu, &moved_to, &moved_to_ready](std::uint64_t old) {
+      auto self = weak.lock();
+      auto pick = core_->Pick(self);
+      ASSERT_TRUE(pick.ok()) << pick.status();
+      const bool ready = core_->IsConnected(pick->connection_id);
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        moved_to.push_back(pick->connection_id);
+        moved_to_ready.push_back(ready);
+      }
+      core_->Release(old, self);
+    };
+    EXPECT_EQ(MustPick(l), 1u);  // the spare is not READY yet
+    ls.push_back(std::move(l));
+  }
+  Serve(2);  // the spare is READY before the GOAWAY
+  EXPECT_EQ(driver_.opened(), 2u);
+
+  core_->OnLinkState(1, LinkState::kIdle);  // GOAWAY
+  EXPECT_THAT(moved_to, ::testing::Each(2u));  // the spare, already there
+  EXPECT_THAT(moved_to_ready, ::testing::Each(true));
+  EXPECT_EQ(moved_to.size(), 8u);
+  for (auto& l : ls) EXPECT_EQ(l->calls().size(), 1u);
+  // A new spare is opened in the background, once.
+  EXPECT_EQ(driver_.opened(), 3u);
+  EXPECT_FALSE(core_->IsOpen(1));
+  Serve(3);
+  EXPECT_EQ(core_->Stats().ready, 2u);
+  EXPECT_EQ(driver_.opened(), 3u);
+}
+
+TEST_F(PoolStandbyTest, SpareIsKeptWhileStreamsExistAndClosedWhenIdle) {
+  MakeStandby(1);  // idle_timeout 30 s
+  Serve(1);
+  auto a = std::make_shared<Listener>();
+  EXPECT_EQ(MustPick(a), 1u);
+  Serve(2);
+  clock_->AdvanceBy(absl::Minutes(10));  // the spare holds no pick
+  EXPECT_TRUE(core_->IsOpen(2));
+  EXPECT_EQ(driver_.opened(), 2u);
+  core_->Release(1, a);  // the group's last pick
+  clock_->AdvanceBy(absl::Seconds(29));
+  EXPECT_TRUE(core_->IsOpen(1));
+  EXPECT_TRUE(core_->IsOpen(2));
+  clock_->AdvanceBy(absl::Seconds(1));
+  EXPECT_FALSE(core_->IsOpen(1));
+  EXPECT_FALSE(core_->IsOpen(2));
+  EXPECT_EQ(core_->Stats().open, 0u);
+  EXPECT_EQ(clock_->PendingTimers(), 0u);
+  // Streams again: the pool opens what it needs again.
+  EXPECT_EQ(MustPick(a), 3u);
+  EXPECT_EQ(driver_.opened(), 4u);
+}
+
+TEST_F(PoolStandbyTest, SparesRespectTheCap) {
+  MakeStandby(1, /*max_connections=*/2);
+  Serve(1);
+  auto a = std::make_shared<Listener>();
+  EXPECT_EQ(MustPick(a), 1u);
+  Serve(2);
+  EXPECT_EQ(driver_.opened(), 2u);
+  core_->OnLinkState(1, LinkState::kIdle);  // 1 drains, a still holds it
+  // One live (2) + one draining (1) = the cap: no new spare.
+  EXPECT_EQ(driver_.opened(), 2u);
+  EXPECT_EQ(core_->Stats().open, 2u);
+  core_->Release(1, a);  // 1 retires: room for a spare, opened by a pick
+  EXPECT_EQ(MustPick(a), 2u);
+  EXPECT_EQ(driver_.opened(), 3u);
+  EXPECT_LE(core_->Stats().open, 2u);
+}
+
+TEST_F(PoolStandbyTest, ManySparesOpenOnTheProbeScheduleNotAllAtOnce) {
+  MakeStandby(7, /*max_connections=*/8);
+  Serve(1);
+  auto a = std::make_shared<Listener>();
+  EXPECT_EQ(MustPick(a), 1u);
+  // The first two opens of a group come at once, the rest at the probe
+  // pace (50 ms x1.6 .. 300 ms, +-20 %).
+  EXPECT_EQ(driver_.opened(), 2u);
+  clock_->AdvanceBy(absl::Milliseconds(30));
+  EXPECT_EQ(driver_.opened(), 2u);
+  clock_->AdvanceBy(absl::Seconds(5));
+  EXPECT_EQ(driver_.opened(), 8u);  // all seven spares, never more
+  clock_->AdvanceBy(absl::Minutes(5));
+  EXPECT_EQ(driver_.opened(), 8u);
+  EXPECT_EQ(core_->Stats().open, 8u);
+}
+
+TEST_F(PoolStandbyTest, ZeroStandbyKeepsOneConnection) {
+  MakeStandby(0);
+  Serve(1);
+  auto a = std::make_shared<Listener>();
+  EXPECT_EQ(MustPick(a), 1u);
+  clock_->AdvanceBy(absl::Minutes(1));
+  EXPECT_EQ(driver_.opened(), 1u);
+}
+
+TEST(DrainFanOutTest, BoundedConcurrency) {
+  EXPECT_EQ(internal::DrainFanOut(0), 1u);
+  EXPECT_EQ(internal::DrainFanOut(internal::kDrainFanOutMinListeners - 1), 1u);
+  EXPECT_GE(internal::DrainFanOut(internal::kDrainFanOutMinListeners), 2u);
+  EXPECT_LE(internal::DrainFanOut(1000000), internal::kDrainFanOutMaxThreads);
+  EXPECT_GE(internal::DrainFanOut(1000000), 2u);
+}
+
+TEST_F(PoolCoreTest, ManyListenersAreToldOnceEachFromFewThreads) {
+  MakeTarget();
+  Serve(1);
+  constexpr int kListeners = 200;
+  std::vector<std::shared_ptr<Listener>> ls;
+  std::mutex mu;
+  std::set<std::thread::id> threads;
+  int inside = 0, most_inside = 0;
+  for (int i = 0; i < kListeners; ++i) {
+    auto l = std::make_shared<Listener>();
+    l->hook_ = [&](std::uint64_t) {
+      std::lock_guard<std::mutex> lock(mu);
+      threads.insert(std::this_thread::get_id());
+      most_inside = std::max(most_inside, ++inside);
+      --inside;
+    };
+    EXPECT_EQ(MustPick(l), 1u);
+    ls.push_back(std::move(l));
+  }
+  core_->OnLinkState(1, LinkState::kIdle);
+  // All told before OnLinkState returned, each once.
+  for (auto& l : ls) EXPECT_THAT(l->calls(), ElementsAre(1u));
+  EXPECT_LE(threads.size(), internal::kDrainFanOutMaxThreads);
+  EXPECT_LE(most_inside,
+            static_cast<int>(internal::kDrainFanOutMaxThreads));
 }
 
 // The generated messages speak grpc.health.v1's wire format: the same field

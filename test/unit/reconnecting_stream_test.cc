@@ -11,6 +11,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tether/internal/stream_random.h"
 #include "tether/testing/fake_clock.h"
 #include "tether/testing/fake_transport.h"
 
@@ -277,7 +278,7 @@ TEST_F(StreamTest, BackoffDelaysFollowThePolicyUnderAFixedSeed) {
   for (int i = 0; i < 5; ++i) clock_->AdvanceToNextTimer();
   // The same policy and the same seed give the same delays.
   auto expected_policy = *ExponentialBackoff::Create(b);
-  std::mt19937_64 gen(7);
+  internal::StreamRandom gen(7);  // the stream's own generator
   std::vector<absl::Duration> expected;
   for (int i = 0; i < 5; ++i) {
     expected.push_back(expected_policy->OnFailure(absl::BitGenRef(gen)));

@@ -5,12 +5,12 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <exception>
 #include <functional>
 #include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -37,6 +37,48 @@ class CalloutScope {
 
 // What a user callback's exception becomes: INTERNAL naming the callback.
 absl::Status CallbackThrew(const char* callback, std::exception_ptr error);
+
+// A FIFO that allocates nothing while empty and, once used, only what its
+// longest run held (a vector plus a read index; no per-message allocation).
+// A `std::deque` allocates a 512-byte block and its map up front, per
+// stream, whether or not anything is ever queued.
+template <class T>
+class CompactFifo {
+ public:
+  bool empty() const { return head_ == items_.size(); }
+  std::size_t size() const { return items_.size() - head_; }
+  T& front() { return items_[head_]; }
+  void push_back(T value) {
+    if (head_ != 0 && items_.size() == items_.capacity() &&
+        head_ * 2 >= items_.size()) {
+      // Reuse the consumed front instead of growing.
+      items_.erase(items_.begin(),
+                   items_.begin() + static_cast<std::ptrdiff_t>(head_));
+      head_ = 0;
+    }
+    items_.push_back(std::move(value));
+  }
+  template <class... Args>
+  void emplace_back(Args&&... args) {
+    push_back(T(std::forward<Args>(args)...));
+  }
+  void pop_front() {
+    if (++head_ == items_.size()) clear();
+  }
+  // Oldest first.
+  typename std::vector<T>::const_iterator begin() const {
+    return items_.begin() + static_cast<std::ptrdiff_t>(head_);
+  }
+  typename std::vector<T>::const_iterator end() const { return items_.end(); }
+  void clear() {
+    items_.clear();  // keeps the capacity
+    head_ = 0;
+  }
+
+ private:
+  std::vector<T> items_;
+  std::size_t head_ = 0;
+};
 
 // The application side of one stream: a bounded queue of messages read ahead,
 // the final status, and the rule that user code runs on one thread at a time
@@ -282,7 +324,7 @@ class DeliveryQueue {
 
   Mutex mu_;
   CondVar cv_;
-  std::deque<T> items_ ABSL_GUARDED_BY(mu_);
+  CompactFifo<T> items_ ABSL_GUARDED_BY(mu_);
   bool full_ ABSL_GUARDED_BY(mu_) = false;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status final_ ABSL_GUARDED_BY(mu_);

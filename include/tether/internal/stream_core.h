@@ -16,17 +16,13 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
-#include <deque>
 #include <memory>
-#include <random>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/random/bit_gen_ref.h"
-#include "absl/random/distributions.h"
-#include "absl/random/random.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
@@ -41,6 +37,7 @@
 #include "tether/internal/mutex.h"
 #include "tether/internal/reopen_budget.h"
 #include "tether/internal/position_gate.h"
+#include "tether/internal/stream_random.h"
 #include "tether/internal/worker.h"
 #include "tether/observer.h"
 #include "tether/position.h"
@@ -774,9 +771,7 @@ class StreamCore final
       if (phase_ != Phase::kWaiting) return;
       absl::Duration spread = absl::ZeroDuration();
       if (recovery_jitter_ > absl::ZeroDuration()) {
-        spread = absl::Seconds(
-            absl::Uniform(absl::IntervalClosedOpen, gen_, 0.0,
-                          absl::ToDoubleSeconds(recovery_jitter_)));
+        spread = gen_.Below(recovery_jitter_);
       }
       if (reopen_due_ - clock_->Now() <= spread) return;
       CancelTimerLocked(reopen_timer_);
@@ -869,9 +864,7 @@ class StreamCore final
       if (migration_timer_ != 0) return;  // a move is already scheduled
       if (migration_jitter_ > absl::ZeroDuration()) {
         // Spread the moves of many streams leaving one connection.
-        ArmMigrationTimerLocked(absl::Seconds(
-            absl::Uniform(absl::IntervalClosedOpen, gen_, 0.0,
-                          absl::ToDoubleSeconds(migration_jitter_))));
+        ArmMigrationTimerLocked(gen_.Below(migration_jitter_));
         return;
       }
     }
@@ -1517,7 +1510,8 @@ class StreamCore final
   absl::optional<std::string> last_cursor_ ABSL_GUARDED_BY(mu_);
   std::uint64_t cursor_count_ ABSL_GUARDED_BY(mu_) = 0;
   std::uint64_t pending_cursor_from_ ABSL_GUARDED_BY(mu_) = 0;
-  std::deque<std::pair<std::uint64_t, std::string>> cursor_log_
+  // Not a std::deque: that allocates 576 bytes per stream up front.
+  CompactFifo<std::pair<std::uint64_t, std::string>> cursor_log_
       ABSL_GUARDED_BY(mu_);
   // Resync.
   std::uint64_t resync_epoch_ ABSL_GUARDED_BY(mu_) = 0;
@@ -1525,7 +1519,7 @@ class StreamCore final
   absl::Status resync_why_ ABSL_GUARDED_BY(mu_);
   Clock::TimerId resync_timer_ ABSL_GUARDED_BY(mu_) = 0;
   ReopenBudget budget_ ABSL_GUARDED_BY(mu_);
-  std::mt19937_64 gen_ ABSL_GUARDED_BY(mu_);
+  StreamRandom gen_ ABSL_GUARDED_BY(mu_);  // 8 bytes (mt19937_64: 2.5 KB)
   Phase phase_ ABSL_GUARDED_BY(mu_) = Phase::kRunning;
   bool starting_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::uint64_t> drained_during_start_ ABSL_GUARDED_BY(mu_);

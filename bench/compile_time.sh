@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Copyright 2026 The tether Authors. Licensed under the Apache License 2.0.
+#
+# Compile time of a user translation unit: bench/compile_time/tu_raw.cc (a
+# hand-written raw gRPC callback reader) against tu_tether.cc (the same
+# watch through one tether::ReconnectingStream over a ConnectionPool), with
+# the exact commands CMake uses for them (compile_commands.json), ccache
+# left out. Runs each RUNS times (default 3) alternating, and prints the
+# medians; the last line is one JSON object: tu_raw_s, tu_tether_s, ratio
+# (held to <= 1.5, issue 12).
+#
+#   bench/compile_time.sh BUILD_DIR [RUNS]
+#
+# BUILD_DIR must be configured with -DCMAKE_EXPORT_COMPILE_COMMANDS=ON and
+# have built the target compile_time_tus (scripts/bench does both).
+set -euo pipefail
+
+build_dir="${1:?usage: compile_time.sh BUILD_DIR [RUNS]}"
+runs="${2:-3}"
+db="${build_dir}/compile_commands.json"
+[[ -f "${db}" ]] || { echo "no ${db}: configure with CMAKE_EXPORT_COMPILE_COMMANDS=ON" >&2; exit 2; }
+
+# The command and directory of the entry for FILE (CMake writes one key per
+# line). JSON escapes (\" and \\) are undone; the launcher (ccache) dropped.
+command_for() {
+  local file="$1"
+  awk -v want="${file}" '
+    /"directory":/ { dir = $0 }
+    /"command":/   { cmd = $0 }
+    /"file":/ && index($0, want) { print dir; print cmd; exit }
+  ' "${db}" | sed -e 's/^[[:space:]]*"[a-z]*": "//' -e 's/",\{0,1\}$//' \
+              -e 's/\\"/"/g' -e 's/\\\\/\\/g'
+}
+
+declare -A dirs cmds
+for tu in tu_raw tu_tether; do
+  mapfile -t entry < <(command_for "bench/compile_time/${tu}.cc")
+  [[ ${#entry[@]} -eq 2 ]] || { echo "no compile command for ${tu}.cc in ${db}" >&2; exit 2; }
+  dirs[${tu}]="${entry[0]}"
+  cmd="${entry[1]}"
+  cmd="${cmd#*ccache }"                      # no launcher
+  cmd="$(sed -e 's/ -o [^ ]*/ -o \/dev\/null/' <<<"${cmd}")"
+  cmds[${tu}]="${cmd}"
+done
+
+now() { date +%s.%N; }
+declare -A times
+for ((i = 0; i < runs; i++)); do
+  order=(tu_raw tu_tether)
+  ((i % 2 == 1)) && order=(tu_tether tu_raw)
+  for tu in "${order[@]}"; do
+    t0="$(now)"
+    (cd "${dirs[${tu}]}" && eval "${cmds[${tu}]}")
+    t1="$(now)"
+    times[${tu}]+="$(awk -v a="${t0}" -v b="${t1}" 'BEGIN { printf "%.3f ", b - a }')"
+  done
+done
+
+median() { tr ' ' '\n' <<<"$1" | sed '/^$/d' | sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else printf "%.3f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+raw="$(median "${times[tu_raw]}")"
+tether="$(median "${times[tu_tether]}")"
+ratio="$(awk -v a="${raw}" -v b="${tether}" 'BEGIN { printf "%.3f", b / a }')"
+echo "compile time, ${runs} runs each (alternating), seconds: tu_raw ${times[tu_raw]}; tu_tether ${times[tu_tether]}"
+echo "medians: tu_raw ${raw} s, tu_tether ${tether} s, ratio ${ratio}; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+printf '{"tu_raw_s":%s,"tu_tether_s":%s,"ratio":%s,"runs":%s}\n' "${raw}" "${tether}" "${ratio}" "${runs}"

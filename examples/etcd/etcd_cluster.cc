@@ -1,0 +1,439 @@
+// Copyright 2026 The tether Authors. Licensed under the Apache License 2.0.
+#include "examples/etcd/etcd_cluster.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+
+namespace tether {
+namespace examples {
+namespace etcd {
+namespace {
+
+bool IsExecutable(const std::string& path) {
+  return !path.empty() && access(path.c_str(), X_OK) == 0;
+}
+
+std::string FindEtcd(const std::string& configured) {
+  if (!configured.empty()) return configured;
+  const char* env = getenv("TETHER_ETCD");
+  if (env != nullptr && *env != '\0') return env;
+  const char* path = getenv("PATH");
+  if (path != nullptr) {
+    for (absl::string_view dir : absl::StrSplit(path, ':')) {
+      std::string candidate = absl::StrCat(dir, "/etcd");
+      if (!dir.empty() && IsExecutable(candidate)) return candidate;
+    }
+  }
+  return "/usr/bin/etcd";
+}
+
+// Reserves `n` distinct free loopback ports (bound together, then released,
+// so they differ from each other; another process could still take one
+// before etcd binds it, which fails the start loudly).
+absl::StatusOr<std::vector<int>> FreePorts(int n) {
+  std::vector<int> fds;
+  std::vector<int> ports;
+  absl::Status status;
+  for (int i = 0; i < n; ++i) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) {
+      status = absl::InternalError(absl::StrCat("socket: ", strerror(errno)));
+      break;
+    }
+    fds.push_back(fd);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = 0;
+    socklen_t len = sizeof(addr);
+    if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+        getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+      status = absl::InternalError(absl::StrCat("bind: ", strerror(errno)));
+      break;
+    }
+    ports.push_back(ntohs(addr.sin_port));
+  }
+  for (int fd : fds) close(fd);
+  if (!status.ok()) return status;
+  return ports;
+}
+
+// Waits up to `timeout` for `pid` to exit; true if it did (and was reaped).
+bool WaitExit(pid_t pid, absl::Duration timeout) {
+  absl::Time deadline = absl::Now() + timeout;
+  while (true) {
+    int st = 0;
+    pid_t r = waitpid(pid, &st, WNOHANG);
+    if (r == pid || (r < 0 && errno == ECHILD)) return true;
+    if (absl::Now() >= deadline) return false;
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+}
+
+// GET http://127.0.0.1:port/path; the body, or an error.
+absl::StatusOr<std::string> HttpGet(int port, absl::string_view path,
+                                    absl::Duration timeout) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return absl::InternalError("socket");
+  timeval tv{};
+  tv.tv_sec = static_cast<time_t>(absl::ToInt64Seconds(timeout));
+  tv.tv_usec = 0;
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    close(fd);
+    return absl::UnavailableError(absl::StrCat("connect to port ", port,
+                                               ": ", strerror(errno)));
+  }
+  std::string request = absl::StrCat("GET ", path,
+                                     " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
+  if (send(fd, request.data(), request.size(), MSG_NOSIGNAL) !=
+      static_cast<ssize_t>(request.size())) {
+    close(fd);
+    return absl::UnavailableError("send");
+  }
+  std::string response;
+  char buf[8192];
+  while (true) {
+    ssize_t n = recv(fd, buf, sizeof(buf), 0);
+    if (n > 0) {
+      response.append(buf, static_cast<std::size_t>(n));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      close(fd);
+      return absl::UnavailableError(absl::StrCat("recv: ", strerror(errno)));
+    }
+    break;
+  }
+  close(fd);
+  std::size_t body = response.find("\r\n\r\n");
+  if (!absl::StartsWith(response, "HTTP/1.") || body == std::string::npos) {
+    return absl::UnavailableError("not an HTTP response");
+  }
+  return response.substr(body + 4);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<EtcdCluster>> EtcdCluster::Start(
+    EtcdClusterOptions options) {
+  if (options.members < 1 || options.members > 7) {
+    return absl::InvalidArgumentError("members must be in [1, 7]");
+  }
+  if (options.start_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("start_timeout must be > 0");
+  }
+  if (options.progress_notify_interval <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("progress_notify_interval must be > 0");
+  }
+  std::unique_ptr<EtcdCluster> cluster(new EtcdCluster(options));
+  cluster->binary_ = FindEtcd(options.etcd_binary);
+  if (!IsExecutable(cluster->binary_)) {
+    return absl::NotFoundError(absl::StrCat(
+        "etcd binary not found (looked at $TETHER_ETCD, PATH, ",
+        cluster->binary_,
+        "); install Debian's etcd-server (the README's `bash scripts/test` "
+        "does: apt-get install etcd-server etcd-client)"));
+  }
+  if (options.base_dir.empty()) {
+    const char* tmp = getenv("TMPDIR");
+    std::string templ =
+        absl::StrCat(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp",
+                     "/tether-etcd-XXXXXX");
+    if (mkdtemp(templ.data()) == nullptr) {
+      return absl::InternalError(
+          absl::StrCat("mkdtemp ", templ, ": ", strerror(errno)));
+    }
+    cluster->base_dir_ = templ;
+    cluster->remove_base_dir_ = true;
+  } else {
+    cluster->base_dir_ = options.base_dir;
+    std::error_code ec;
+    std::filesystem::create_directories(cluster->base_dir_, ec);
+    if (ec) {
+      return absl::InternalError(absl::StrCat("mkdir ", cluster->base_dir_,
+                                              ": ", ec.message()));
+    }
+  }
+  absl::StatusOr<std::vector<int>> ports = FreePorts(2 * options.members);
+  if (!ports.ok()) return ports.status();
+  std::vector<std::string> peers;
+  for (int i = 0; i < options.members; ++i) {
+    Member m;
+    m.name = absl::StrCat("m", i);
+    m.client_port = (*ports)[2 * i];
+    m.peer_port = (*ports)[2 * i + 1];
+    m.data_dir = absl::StrCat(cluster->base_dir_, "/", m.name, ".etcd");
+    m.log_path = absl::StrCat(cluster->base_dir_, "/", m.name, ".log");
+    peers.push_back(absl::StrCat(m.name, "=http://127.0.0.1:", m.peer_port));
+    cluster->members_.push_back(std::move(m));
+  }
+  cluster->initial_cluster_ = absl::StrJoin(peers, ",");
+  cluster->client_ = std::make_unique<EtcdClient>(
+      cluster->client_addresses(), absl::Seconds(1));
+  for (int i = 0; i < options.members; ++i) {
+    absl::Status s = cluster->Spawn(i);
+    if (!s.ok()) return s;
+  }
+  absl::Status s = cluster->WaitServing(options.start_timeout);
+  if (!s.ok()) {
+    return absl::Status(
+        s.code(), absl::StrCat("etcd cluster did not start: ", s.message(),
+                               "\n--- m0 log tail ---\n",
+                               cluster->LogTail(0)));
+  }
+  return cluster;
+}
+
+EtcdCluster::~EtcdCluster() {
+  for (Member& m : members_) {
+    if (m.pid > 0) {
+      kill(m.pid, SIGKILL);
+      waitpid(m.pid, nullptr, 0);
+      m.pid = -1;
+    }
+  }
+  client_.reset();
+  if (remove_base_dir_ && !base_dir_.empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(base_dir_, ec);
+  }
+}
+
+std::string EtcdCluster::client_address(int i) const {
+  return absl::StrCat("127.0.0.1:", members_[i].client_port);
+}
+
+std::vector<std::string> EtcdCluster::client_addresses() const {
+  std::vector<std::string> out;
+  for (int i = 0; i < size(); ++i) out.push_back(client_address(i));
+  return out;
+}
+
+std::string EtcdCluster::endpoints() const {
+  return absl::StrJoin(client_addresses(), ",");
+}
+
+absl::Status EtcdCluster::Spawn(int i) {
+  Member& m = members_[i];
+  if (m.pid > 0) return absl::FailedPreconditionError("already running");
+  std::string client_url = absl::StrCat("http://127.0.0.1:", m.client_port);
+  std::string peer_url = absl::StrCat("http://127.0.0.1:", m.peer_port);
+  std::vector<std::string> args = {
+      binary_,
+      "--name", m.name,
+      "--data-dir", m.data_dir,
+      "--listen-client-urls", client_url,
+      "--advertise-client-urls", client_url,
+      "--listen-peer-urls", peer_url,
+      "--initial-advertise-peer-urls", peer_url,
+      "--initial-cluster", initial_cluster_,
+      "--initial-cluster-state", "new",
+      "--initial-cluster-token", "tether-test",
+      "--logger", "zap",
+      "--log-level", "warn",
+      "--experimental-watch-progress-notify-interval",
+      absl::StrCat(absl::ToInt64Milliseconds(
+                       options_.progress_notify_interval), "ms"),
+  };
+  // Everything the child needs is prepared before fork (only async-signal-
+  // safe calls after it).
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  int log_fd = open(m.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND |
+                                            O_CLOEXEC, 0644);
+  if (log_fd < 0) {
+    return absl::InternalError(
+        absl::StrCat("open ", m.log_path, ": ", strerror(errno)));
+  }
+  int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  pid_t parent = getpid();
+  pid_t pid = fork();
+  if (pid < 0) {
+    close(log_fd);
+    if (devnull >= 0) close(devnull);
+    return absl::InternalError(absl::StrCat("fork: ", strerror(errno)));
+  }
+  if (pid == 0) {
+    // Dies with the thread that started it (tests and benchmarks start
+    // members from their main thread).
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(127);
+    if (devnull >= 0) dup2(devnull, 0);
+    dup2(log_fd, 1);
+    dup2(log_fd, 2);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  close(log_fd);
+  if (devnull >= 0) close(devnull);
+  m.pid = pid;
+  return absl::OkStatus();
+}
+
+absl::Status EtcdCluster::Stop(int i, int signal, absl::Duration timeout) {
+  Member& m = members_[i];
+  if (m.pid <= 0) return absl::OkStatus();
+  kill(m.pid, signal);
+  bool exited = WaitExit(m.pid, timeout);
+  if (!exited) {
+    kill(m.pid, SIGKILL);
+    waitpid(m.pid, nullptr, 0);
+  }
+  m.pid = -1;
+  if (!exited) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        m.name, " did not exit within ", absl::FormatDuration(timeout),
+        " of signal ", signal, "; killed"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status EtcdCluster::Kill(int i) { return Stop(i, SIGKILL); }
+
+absl::Status EtcdCluster::Restart(int i) {
+  absl::Status s = Spawn(i);
+  if (!s.ok()) return s;
+  s = WaitServing(options_.start_timeout);
+  if (!s.ok()) {
+    return absl::Status(s.code(),
+                        absl::StrCat(members_[i].name, " restart: ",
+                                     s.message(), "\n--- log tail ---\n",
+                                     LogTail(i)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status EtcdCluster::RollingRestart() {
+  for (int i = 0; i < size(); ++i) {
+    absl::Status s = Stop(i);
+    if (!s.ok()) return s;
+    s = Restart(i);
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status EtcdCluster::WaitServing(absl::Duration timeout) {
+  return WaitServingUntil(absl::Now() + timeout);
+}
+
+absl::Status EtcdCluster::WaitServingUntil(absl::Time deadline) {
+  absl::Status last = absl::DeadlineExceededError("no check ran");
+  while (true) {
+    last = absl::OkStatus();
+    std::set<std::uint64_t> leaders;
+    for (int i = 0; i < size() && last.ok(); ++i) {
+      if (members_[i].pid <= 0) continue;
+      int st = 0;
+      if (waitpid(members_[i].pid, &st, WNOHANG) == members_[i].pid) {
+        members_[i].pid = -1;
+        return absl::InternalError(absl::StrCat(
+            members_[i].name, " exited (status ", st, ")\n--- log tail ---\n",
+            LogTail(i)));
+      }
+      auto status = client_->Status(static_cast<std::size_t>(i),
+                                    absl::Seconds(1));
+      if (!status.ok()) {
+        last = absl::UnavailableError(absl::StrCat(
+            members_[i].name, " status: ", status.status().ToString()));
+      } else if (status->leader() == 0) {
+        last = absl::UnavailableError(
+            absl::StrCat(members_[i].name, " has no leader"));
+      } else {
+        leaders.insert(status->leader());
+      }
+    }
+    if (last.ok() && leaders.size() != 1) {
+      last = absl::UnavailableError("members disagree on the leader");
+    }
+    if (last.ok()) {
+      // A linearizable read goes through the leader: the cluster serves.
+      absl::Duration left = deadline - absl::Now();
+      auto listing = client_->List(
+          "/tether-health/",
+          absl::Now() + std::min(absl::Seconds(2),
+                                 std::max(left, absl::Milliseconds(1))));
+      if (listing.ok()) return absl::OkStatus();
+      last = listing.status();
+    }
+    if (absl::Now() >= deadline) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("cluster not serving: ", last.ToString()));
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+}
+
+absl::StatusOr<std::vector<int>> EtcdCluster::MembersWithWatchStreams() {
+  std::vector<int> out;
+  for (int i = 0; i < size(); ++i) {
+    if (members_[i].pid <= 0) continue;
+    auto body = HttpGet(members_[i].client_port, "/metrics", absl::Seconds(2));
+    if (!body.ok()) return body.status();
+    bool found = false;
+    for (absl::string_view line : absl::StrSplit(*body, '\n')) {
+      if (!absl::ConsumePrefix(&line,
+                               "etcd_debugging_mvcc_watch_stream_total ")) {
+        continue;
+      }
+      double value = 0;
+      if (!absl::SimpleAtod(line, &value)) {
+        return absl::InternalError(
+            absl::StrCat("bad watch-stream gauge: ", line));
+      }
+      found = true;
+      if (value >= 1) out.push_back(i);
+    }
+    if (!found) {
+      return absl::InternalError(
+          "no etcd_debugging_mvcc_watch_stream_total in /metrics");
+    }
+  }
+  return out;
+}
+
+std::string EtcdCluster::LogTail(int i, std::size_t bytes) const {
+  std::ifstream in(members_[i].log_path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string all = ss.str();
+  if (all.size() > bytes) all = all.substr(all.size() - bytes);
+  return all;
+}
+
+}  // namespace etcd
+}  // namespace examples
+}  // namespace tether

@@ -1,0 +1,16 @@
+// Copyright 2026 The tether Authors. Licensed under the Apache License 2.0.
+#include "tether/internal/stream_random.h"
+
+namespace tether {
+namespace internal {
+
+absl::Duration StreamRandom::Below(absl::Duration bound) {
+  if (bound <= absl::ZeroDuration()) return absl::ZeroDuration();
+  // 53 random bits: a double uniform in [0, 1).
+  const double u = static_cast<double>((*this)() >> 11) * 0x1.0p-53;
+  const absl::Duration d = bound * u;
+  return d < bound ? d : absl::ZeroDuration();
+}
+
+}  // namespace internal
+}  // namespace tether

@@ -38,7 +38,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "bench/bench_util.h"
+#include "support/figures.h"
 #include "grpcpp/grpcpp.h"
 #include "seqstream.grpc.pb.h"
 #include "support/fault_proxy.h"
@@ -219,7 +219,7 @@ int main(int argc, char** argv) {
   const int kStreams = absl::GetFlag(FLAGS_streams);
   const int kRollouts = absl::GetFlag(FLAGS_rollouts);
   if (kStreams < 1 || kRollouts < 1) Die("--streams and --rollouts must be >= 1");
-  tether::bench::JsonLine json;
+  tether::support::JsonLine json;
   json.Set("streams", kStreams);
   json.Set("rollouts", kRollouts);
   const absl::Duration kGiveUp = absl::Seconds(3);

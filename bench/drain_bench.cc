@@ -50,7 +50,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "bench/bench_util.h"
+#include "support/figures.h"
 #include "grpcpp/grpcpp.h"
 #include "seqstream.grpc.pb.h"
 #include "support/fault_proxy.h"
@@ -75,8 +75,8 @@ ABSL_FLAG(std::string, standby, "both",
 
 namespace {
 
-using tether::bench::Distribution;
-using tether::bench::Percentile;
+using tether::support::Distribution;
+using tether::support::Percentile;
 using tether::support::FaultProxy;
 using tether::testsupport::OneShot;
 using tether::testsupport::TestServer;
@@ -562,7 +562,7 @@ int main(int argc, char** argv) {
   std::vector<double> cold;
   std::map<std::string, double> p99s;
   std::int64_t late = 0, errors = 0, lost = 0, dups = 0, timeouts = 0;
-  tether::bench::JsonLine json;
+  tether::support::JsonLine json;
   for (int sb : {0, 1}) {
     if ((sb == 0 && standby == "1") || (sb == 1 && standby == "0")) continue;
     for (bool cancel_first : {false, true}) {

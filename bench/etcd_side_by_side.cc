@@ -41,6 +41,7 @@
 #include "examples/etcd/etcd_client.h"
 #include "examples/etcd/etcd_cluster.h"
 #include "examples/etcd/etcd_writer.h"
+#include "support/figures.h"
 
 ABSL_FLAG(int, keys, 1000, "keys the writer puts, [1, 1e6]");
 ABSL_FLAG(int, interval_ms, 5, "pause between puts, [0, 10000] ms");
@@ -209,12 +210,7 @@ struct Figures {
   double max_stall_ms = 0;
 };
 
-double Percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  std::size_t i = static_cast<std::size_t>(p * static_cast<double>(v.size() - 1) + 0.5);
-  return v[std::min(i, v.size() - 1)];
-}
+using tether::support::Percentile;
 
 Figures Measure(const std::string& name, const std::vector<Delivered>& got,
                 const std::vector<etcd::WrittenKey>& written) {
@@ -352,13 +348,21 @@ int main(int argc, char** argv) {
   }
   std::printf("stderr of both: %s/\n", work_dir.c_str());
   auto obj = [](const Figures& f) {
-    return absl::StrFormat(
-        "{\"events\":%d,\"lost\":%d,\"duplicates\":%d,\"p50_ms\":%.1f,"
-        "\"p99_ms\":%.1f,\"max_ms\":%.1f,\"max_stall_ms\":%.0f}",
-        f.events, f.lost, f.duplicates, f.p50_ms, f.p99_ms, f.max_ms,
-        f.max_stall_ms);
+    tether::support::JsonLine o;
+    o.Set("events", f.events);
+    o.Set("lost", f.lost);
+    o.Set("duplicates", f.duplicates);
+    o.Set("p50_ms", f.p50_ms);
+    o.Set("p99_ms", f.p99_ms);
+    o.Set("max_ms", f.max_ms);
+    o.Set("max_stall_ms", f.max_stall_ms);
+    return o;
   };
-  std::printf("{\"keys\":%d,\"rounds\":%d,\"etcdctl\":%s,\"etcd_watch\":%s}\n",
-              keys, rounds, obj(go).c_str(), obj(tw).c_str());
+  tether::support::JsonLine json_line;
+  json_line.Set("keys", keys);
+  json_line.Set("rounds", rounds);
+  json_line.Set("etcdctl", obj(go));
+  json_line.Set("etcd_watch", obj(tw));
+  json_line.Print();
   return 0;
 }

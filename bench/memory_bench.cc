@@ -56,7 +56,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
-#include "bench/bench_util.h"
+#include "support/figures.h"
 #include "bench/fast_ledger.h"
 #include "examples/common/ledger_replica.h"
 #include "grpcpp/create_channel.h"
@@ -385,7 +385,7 @@ int main(int argc, char** argv) {
     return (results[0][v].bytes_per_stream + results[1][v].bytes_per_stream) /
            2;
   };
-  tether::bench::JsonLine json;
+  tether::support::JsonLine json;
   json.Set("streams", n);
   json.Set("raw_bytes_per_stream", mean(0));
   json.Set("channel_bytes_per_stream", mean(1));

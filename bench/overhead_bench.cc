@@ -26,7 +26,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/time/clock.h"
-#include "bench/bench_util.h"
+#include "support/figures.h"
 #include "bench/fast_ledger.h"
 #include "tether/reconnecting_stream.h"
 
@@ -41,7 +41,7 @@ using tb::lv1::WatchAccountRequest;
 
 namespace {
 
-using tether::bench::Median;
+using tether::support::Median;
 
 double RawRate(const std::shared_ptr<grpc::Channel>& ch, absl::Duration d) {
   auto stub = tb::lv1::Ledger::NewStub(ch);
@@ -128,7 +128,7 @@ int main(int argc, char** argv) {
       "medians %.3f); floor 0.97: %s\n",
       m, ratio.size(), *lo, *hi, r, t, t / r, m >= 0.97 ? "met" : "NOT met");
   server->Shutdown(std::chrono::system_clock::now());
-  tether::bench::JsonLine json;
+  tether::support::JsonLine json;
   json.Set("ratio_median", m);
   json.Set("ratio_min", *lo);
   json.Set("ratio_max", *hi);

@@ -51,7 +51,7 @@
 #include "absl/flags/parse.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
-#include "bench/bench_util.h"
+#include "support/figures.h"
 #include "examples/common/ledger_replica.h"
 #include "ledger/ledger.grpc.pb.h"
 #include "support/fault_proxy.h"
@@ -189,7 +189,7 @@ bool WaitUntil(const std::function<bool()>& pred, absl::Duration timeout) {
 }
 
 double Pct(const std::vector<double>& v, double p) {
-  return tether::bench::Percentile(v, p);
+  return tether::support::Percentile(v, p);
 }
 
 void RaiseFdLimit() {
@@ -451,7 +451,7 @@ int main(int argc, char** argv) {
       "the new replica %.0f ms; ratio %.2f\n",
       cold_ms, migration_ms, migration_ms / cold_ms);
   std::printf("total runtime %.1f s\n", (NowNs() - t_start) / 1e9);
-  tether::bench::JsonLine json;
+  tether::support::JsonLine json;
   json.Set("streams", n);
   json.Set("cold_open_all_delivering_ms", cold_ms);
   json.Set("migration_all_delivering_ms", migration_ms);

@@ -34,6 +34,7 @@
 #include "examples/etcd/delivery_check.h"
 #include "examples/etcd/etcd_client.h"
 #include "examples/etcd/key_watcher.h"
+#include "support/figures.h"
 
 ABSL_FLAG(std::string, endpoints, "",
           "etcd client endpoints, HOST:PORT[,HOST:PORT...] (required)");
@@ -57,20 +58,6 @@ int BadFlag(const std::string& message) {
   return 2;
 }
 
-std::string JsonEscape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      out += absl::StrFormat("\\u%04x", static_cast<int>(c));
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
 
 }  // namespace
 
@@ -145,8 +132,9 @@ int main(int argc, char** argv) {
   if (!watcher.ok()) {
     std::fprintf(stderr, "etcd_watch: %s\n",
                  watcher.status().ToString().c_str());
-    std::printf("{\"error\":\"%s\"}\n",
-                JsonEscape(watcher.status().ToString()).c_str());
+    tether::support::JsonLine json;
+    json.Set("error", watcher.status().ToString());
+    json.Print();
     return 1;
   }
 
@@ -199,22 +187,20 @@ int main(int argc, char** argv) {
   }
 
   etcd::DeliveryCounts c = check.counts();
-  std::printf(
-      "{\"events\":%lld,\"duplicates\":%lld,\"out_of_order\":%lld,"
-      "\"resyncs\":%lld,\"errors\":%d,\"reopens\":%llu,\"attempts\":%llu,"
-      "\"migrations\":%llu,\"stalls\":%llu,\"max_stall_ms\":%.1f,"
-      "\"last_revision\":%lld,\"keys\":%zu,\"error\":\"%s\"}\n",
-      static_cast<long long>(c.events), static_cast<long long>(c.duplicates),
-      static_cast<long long>(c.out_of_order), static_cast<long long>(resyncs),
-      errors,
-      static_cast<unsigned long long>(stats.attempts > 0 ? stats.attempts - 1
-                                                         : 0),
-      static_cast<unsigned long long>(stats.attempts),
-      static_cast<unsigned long long>(stats.migrations),
-      static_cast<unsigned long long>(stats.stalls),
-      absl::ToDoubleMilliseconds(c.max_stall),
-      static_cast<long long>(state.revision), state.keys.size(),
-      JsonEscape(error).c_str());
-  std::fflush(stdout);
+  tether::support::JsonLine json;
+  json.Set("events", static_cast<std::int64_t>(c.events));
+  json.Set("duplicates", static_cast<std::int64_t>(c.duplicates));
+  json.Set("out_of_order", static_cast<std::int64_t>(c.out_of_order));
+  json.Set("resyncs", static_cast<std::int64_t>(resyncs));
+  json.Set("errors", errors);
+  json.Set("reopens", stats.attempts > 0 ? stats.attempts - 1 : 0);
+  json.Set("attempts", stats.attempts);
+  json.Set("migrations", stats.migrations);
+  json.Set("stalls", stats.stalls);
+  json.Set("max_stall_ms", absl::ToDoubleMilliseconds(c.max_stall));
+  json.Set("last_revision", static_cast<std::int64_t>(state.revision));
+  json.Set("keys", static_cast<std::uint64_t>(state.keys.size()));
+  json.Set("error", error);
+  json.Print();
   return errors == 0 ? 0 : 1;
 }

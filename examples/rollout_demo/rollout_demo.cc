@@ -47,6 +47,7 @@
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "support/fault_proxy.h"
+#include "support/figures.h"
 #include "support/tls_certs.h"
 #include "tether/backoff.h"
 #include "tether/circuit_breaker.h"
@@ -96,12 +97,7 @@ struct Client {
   std::atomic<int> transitions[kPhases] = {};
 };
 
-double Percentile(std::vector<double> v, double p) {
-  if (v.empty()) return NAN;
-  std::sort(v.begin(), v.end());
-  std::size_t i = static_cast<std::size_t>(std::ceil(p * v.size()));
-  return v[std::min(v.size() - 1, i == 0 ? 0 : i - 1)];
-}
+using tether::support::Percentile;
 
 // Time from a replica leaving (marker) to the first event from another
 // replica, for every watch that was on it.

@@ -1,17 +1,17 @@
 // Copyright 2026 The tether Authors. Licensed under the Apache License 2.0.
 //
-// Shared by tether's benchmark programs: one percentile definition, one way
-// to print a distribution, and the last-line JSON object every bench prints
-// (built as a google.protobuf.Struct and printed by protobuf's JSON printer,
-// so the output is valid JSON whatever the figure). Header-only; every bench
-// links protobuf anyway.
+// Shared by tether's benchmark programs, the demo and the etcd example's CLI:
+// one percentile definition, one way to print a distribution, and the
+// last-line JSON object each of them prints (built as a google.protobuf.Struct
+// and printed by protobuf's JSON printer, so the output is valid JSON whatever
+// the figure or string). Header-only; every user links protobuf anyway.
 //
-//   tether::bench::JsonLine out;
-//   out.Set("graceful_p99_ms", tether::bench::Percentile(v, 0.99));
+//   tether::support::JsonLine out;
+//   out.Set("graceful_p99_ms", tether::support::Percentile(v, 0.99));
 //   out.Set("errors", 0);
 //   out.Print();   // {"errors":0,"graceful_p99_ms":9.8}
-#ifndef TETHER_BENCH_BENCH_UTIL_H_
-#define TETHER_BENCH_BENCH_UTIL_H_
+#ifndef TETHER_SUPPORT_FIGURES_H_
+#define TETHER_SUPPORT_FIGURES_H_
 
 #include <algorithm>
 #include <cmath>
@@ -25,7 +25,7 @@
 #include "google/protobuf/util/json_util.h"
 
 namespace tether {
-namespace bench {
+namespace support {
 
 // The nearest-rank percentile: the smallest value with at least `p` (in
 // [0, 1]) of the values at or below it. `Percentile(v, 1.0)` is the max,
@@ -85,6 +85,10 @@ class JsonLine {
   void Set(const std::string& name, const char* value) {
     Set(name, std::string(value));
   }
+  // A nested object.
+  void Set(const std::string& name, const JsonLine& value) {
+    *(*doc_.mutable_fields())[name].mutable_struct_value() = value.doc_;
+  }
 
   std::string ToString() const {
     std::string out;
@@ -108,7 +112,7 @@ class JsonLine {
   google::protobuf::Struct doc_;
 };
 
-}  // namespace bench
+}  // namespace support
 }  // namespace tether
 
-#endif  // TETHER_BENCH_BENCH_UTIL_H_
+#endif  // TETHER_SUPPORT_FIGURES_H_

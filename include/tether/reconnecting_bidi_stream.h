@@ -71,6 +71,12 @@ struct BidiStreamSpec {
   // Optional: sets up each attempt's context. Called before `start`.
   std::function<void(grpc::ClientContext&)> configure_context;
 
+  // Optional, as in StreamSpec: the same, knowing which attempt this is
+  // (number, reason, resume position, connection). Called after
+  // `configure_context` (both may be set), before `start`.
+  std::function<void(grpc::ClientContext&, const AttemptInfo&)>
+      configure_attempt;
+
   // Advanced: replaces `start` (test doubles:
   // `tether::fakes::FakeBidiTransport`).
   std::shared_ptr<BidiAttemptFactory<Request, Response>> attempt_factory;
@@ -179,9 +185,20 @@ class ReconnectingBidiStream {
             "BidiStreamSpec.start is empty (and no attempt_factory was "
             "given)");
       }
+      typename internal::GrpcBidiAttemptFactory<Request, Response>::ConfigureFn
+          configure;
+      if (spec.configure_context || spec.configure_attempt) {
+        configure = [old = std::move(spec.configure_context),
+                     fresh = std::move(spec.configure_attempt)](
+                        grpc::ClientContext& context,
+                        const AttemptInfo& info) {
+          if (old) old(context);
+          if (fresh) fresh(context, info);
+        };
+      }
       spec.attempt_factory = std::make_shared<
           internal::GrpcBidiAttemptFactory<Request, Response>>(
-          std::move(spec.start), std::move(spec.configure_context));
+          std::move(spec.start), std::move(configure));
     }
     if (!spec.open_requests) {
       return absl::InvalidArgumentError(

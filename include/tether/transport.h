@@ -210,6 +210,14 @@ class BidiAttemptFactory {
       const ConnectionPick& connection, const ResumeState& resume,
       std::shared_ptr<BidiWrites<Request>> writes,
       std::shared_ptr<AttemptListener<Response>> listener) = 0;
+  // Like `Start`, knowing which attempt this is (number, reason, resume
+  // position, connection). Streams call this one. Default: `Start`.
+  virtual std::shared_ptr<Attempt> StartAttempt(
+      const ConnectionPick& connection, const AttemptInfo& /*info*/,
+      const ResumeState& resume, std::shared_ptr<BidiWrites<Request>> writes,
+      std::shared_ptr<AttemptListener<Response>> listener) {
+    return Start(connection, resume, std::move(writes), std::move(listener));
+  }
 };
 
 }  // namespace tether

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
@@ -232,8 +233,18 @@ TEST(PositionsIntegration, BidiStreamSurvivesAGracefulShutdown) {
   auto pool = Pool({a.address(), b.address()});
   ASSERT_NE(pool, nullptr);
   Items items;
+  Chat::Spec spec = ChatSpec();
+  // Each attempt says which it is; the servers record it.
+  spec.configure_attempt = [](grpc::ClientContext& ctx,
+                              const AttemptInfo& info) {
+    ctx.AddMetadata("x-attempt",
+                    absl::StrCat(info.attempt, ":",
+                                 AttemptReasonName(info.reason), ":",
+                                 info.resumed ? "resumed" : "fresh"));
+  };
   auto s = Chat::Start(
-      pool, ChatSpec(), Options(), [&](PosEvent&& e) { items.On(std::move(e)); },
+      pool, std::move(spec), Options(),
+      [&](PosEvent&& e) { items.On(std::move(e)); },
       [&](const absl::Status& st) { items.Done(st); });
   ASSERT_TRUE(s.ok()) << s.status();
   auto stream = *std::move(s);
@@ -271,6 +282,15 @@ TEST(PositionsIntegration, BidiStreamSurvivesAGracefulShutdown) {
   for (std::uint64_t w : a.write_ids()) received.insert(w);
   for (std::uint64_t w : b.write_ids()) received.insert(w);
   EXPECT_EQ(received.size(), 40u);
+  // configure_attempt reached the server on every attempt: the first on the
+  // old server, a migration that resumed on the new one.
+  const std::vector<std::string> old_tags = old.chat_attempt_tags();
+  ASSERT_FALSE(old_tags.empty());
+  EXPECT_EQ(old_tags.front(), "1:first:fresh");
+  const std::vector<std::string> new_tags =
+      (from == "A" ? b : a).chat_attempt_tags();
+  ASSERT_FALSE(new_tags.empty());
+  EXPECT_THAT(new_tags.back(), ::testing::HasSubstr(":migration:resumed"));
   stream.reset();
 }
 

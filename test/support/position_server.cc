@@ -61,6 +61,15 @@ class PositionServer::Impl final : public tether::test::PosStream::Service {
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "open first");
     }
     const std::uint64_t gen = Opened(open.after());
+    {
+      std::string tag;
+      auto it = ctx->client_metadata().find("x-attempt");
+      if (it != ctx->client_metadata().end()) {
+        tag.assign(it->second.data(), it->second.size());
+      }
+      std::lock_guard<std::mutex> l(mu_);
+      chat_tags_.push_back(std::move(tag));
+    }
     std::mutex m;
     std::deque<std::uint64_t> acks;  // guarded by m
     std::thread reader([&] {
@@ -163,6 +172,7 @@ class PositionServer::Impl final : public tether::test::PosStream::Service {
   std::condition_variable cv_;
   std::vector<std::uint64_t> opens_;      // guarded by mu_
   std::vector<std::uint64_t> write_ids_;  // guarded by mu_
+  std::vector<std::string> chat_tags_;    // guarded by mu_
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
 };
@@ -219,6 +229,11 @@ void PositionServer::EndAllCalls() {
 std::vector<std::uint64_t> PositionServer::opens() const {
   std::lock_guard<std::mutex> l(impl_->mu_);
   return impl_->opens_;
+}
+
+std::vector<std::string> PositionServer::chat_attempt_tags() const {
+  std::lock_guard<std::mutex> l(impl_->mu_);
+  return impl_->chat_tags_;
 }
 
 std::vector<std::uint64_t> PositionServer::write_ids() const {

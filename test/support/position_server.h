@@ -45,6 +45,9 @@ class PositionServer {
 
   // `after` of every Watch/Chat open, in arrival order.
   std::vector<std::uint64_t> opens() const;
+  // The "x-attempt" metadata of every Chat open ("" when absent), in
+  // arrival order.
+  std::vector<std::string> chat_attempt_tags() const;
   // Every write_id received by Chat, in arrival order (replays included).
   std::vector<std::uint64_t> write_ids() const;
 

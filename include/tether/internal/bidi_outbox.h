@@ -297,6 +297,13 @@ class BidiCoreFactory final : public AttemptFactory<BidiOpen, Response> {
   std::shared_ptr<Attempt> Start(
       const ConnectionPick& connection, const BidiOpen& open,
       std::shared_ptr<AttemptListener<Response>> listener) override {
+    return StartAttempt(connection, AttemptInfo(), open, std::move(listener));
+  }
+
+  std::shared_ptr<Attempt> StartAttempt(
+      const ConnectionPick& connection, const AttemptInfo& info,
+      const BidiOpen& open,
+      std::shared_ptr<AttemptListener<Response>> listener) override {
     std::vector<Request> opens;
     absl::Status threw;
     if (open_requests_) {
@@ -317,7 +324,8 @@ class BidiCoreFactory final : public AttemptFactory<BidiOpen, Response> {
     std::shared_ptr<typename Box::Writes> writes =
         Box::Attach(box_, std::move(opens));
     auto wrapped = std::make_shared<Listener>(writes, std::move(listener));
-    return inner_->Start(connection, open.state, writes, std::move(wrapped));
+    return inner_->StartAttempt(connection, info, open.state, writes,
+                                std::move(wrapped));
   }
 
  private:

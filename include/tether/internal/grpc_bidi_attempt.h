@@ -251,21 +251,38 @@ class GrpcBidiAttemptFactory final
     : public BidiAttemptFactory<Request, Response> {
  public:
   using StartFn = typename GrpcBidiAttempt<Request, Response>::StartFn;
-  GrpcBidiAttemptFactory(StartFn start,
-                         std::function<void(grpc::ClientContext&)> configure)
+  using ConfigureFn =
+      std::function<void(grpc::ClientContext&, const AttemptInfo&)>;
+  GrpcBidiAttemptFactory(StartFn start, ConfigureFn configure)
       : start_(std::move(start)), configure_(std::move(configure)) {}
 
   std::shared_ptr<Attempt> Start(
-      const ConnectionPick& connection, const ResumeState& /*resume*/,
+      const ConnectionPick& connection, const ResumeState& resume,
       std::shared_ptr<BidiWrites<Request>> writes,
       std::shared_ptr<AttemptListener<Response>> listener) override {
+    return StartAttempt(connection, AttemptInfo(), resume, std::move(writes),
+                        std::move(listener));
+  }
+
+  std::shared_ptr<Attempt> StartAttempt(
+      const ConnectionPick& connection, const AttemptInfo& info,
+      const ResumeState& /*resume*/,
+      std::shared_ptr<BidiWrites<Request>> writes,
+      std::shared_ptr<AttemptListener<Response>> listener) override {
+    std::function<void(grpc::ClientContext&)> configure;
+    if (configure_) {
+      // `Run` calls it before it returns.
+      configure = [this, &info](grpc::ClientContext& context) {
+        configure_(context, info);
+      };
+    }
     return GrpcBidiAttempt<Request, Response>::Run(
-        start_, configure_, connection, std::move(writes), std::move(listener));
+        start_, configure, connection, std::move(writes), std::move(listener));
   }
 
  private:
   StartFn start_;
-  std::function<void(grpc::ClientContext&)> configure_;
+  ConfigureFn configure_;
 };
 
 }  // namespace internal

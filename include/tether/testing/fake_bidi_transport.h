@@ -75,9 +75,22 @@ class FakeBidiTransport final : public BidiAttemptFactory<Request, Response> {
     return r && Pump(r, /*one=*/true);
   }
 
+  // What the stream said about every attempt when it started it, in order.
+  std::vector<AttemptInfo> infos() const { return responses_->infos(); }
+
   std::shared_ptr<Attempt> Start(
       const ConnectionPick& connection, const ResumeState& resume,
       std::shared_ptr<BidiWrites<Request>> writes,
+      std::shared_ptr<AttemptListener<Response>> listener) override {
+    AttemptInfo info;
+    info.connection_id = connection.connection_id;
+    return StartAttempt(connection, info, resume, std::move(writes),
+                        std::move(listener));
+  }
+
+  std::shared_ptr<Attempt> StartAttempt(
+      const ConnectionPick& connection, const AttemptInfo& info,
+      const ResumeState& resume, std::shared_ptr<BidiWrites<Request>> writes,
       std::shared_ptr<AttemptListener<Response>> listener) override {
     auto r = std::make_shared<Rec>();
     r->writes = writes;
@@ -94,8 +107,8 @@ class FakeBidiTransport final : public BidiAttemptFactory<Request, Response> {
         if (rr->auto_write) Pump(rr, /*one=*/false);
       }
     });
-    std::shared_ptr<Attempt> a =
-        responses_->Start(connection, resume, std::move(listener));
+    std::shared_ptr<Attempt> a = responses_->StartAttempt(
+        connection, info, resume, std::move(listener));
     if (auto_write) Pump(r, /*one=*/false);
     return a;
   }

@@ -506,6 +506,24 @@ TEST_F(PositionsTest, CancelDuringAPendingResyncEndsAtOnce) {
   EXPECT_EQ(transport_->attempt_count(), 1u);
 }
 
+TEST_F(PositionsTest, ResyncThatNeverCallsDoneEndsWithinTheTimeBound) {
+  options_.max_time_without_progress = absl::Minutes(2);
+  Notification in_resync;
+  Stream::Spec spec = PositionSpec();
+  AddResync(spec, [&](ResyncDone) { in_resync.Notify(); });  // never done
+  auto stream = StartStream(std::move(spec));
+  transport_->attempt(0)->Send(Cannot());
+  ASSERT_TRUE(in_resync.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  clock_->AdvanceBy(absl::Minutes(2) - absl::Milliseconds(1));
+  EXPECT_TRUE(done().empty());
+  clock_->AdvanceBy(absl::Milliseconds(1));
+  ASSERT_EQ(done().size(), 1u);
+  EXPECT_EQ(done()[0].code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(std::string(done()[0].message()), HasSubstr("resync"));
+  EXPECT_EQ(transport_->attempt_count(), 1u);
+  EXPECT_EQ(stream->stats().resyncs, 0u);
+}
+
 TEST_F(PositionsTest, ResyncsWithoutProgressSpendTheBudget) {
   options_.max_attempts_without_progress = 3;
   int calls = 0;  // guarded by mu_

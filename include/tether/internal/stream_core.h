@@ -1392,6 +1392,32 @@ class StreamCore final
     } else {
       w.internal.Add(post);
     }
+    // A resync that never calls `done` (a listing that hangs) must not hold
+    // the stream for ever: it ends once the resync has taken the time bound.
+    if (max_time_ != absl::InfiniteDuration()) {
+      resync_deadline_timer_ =
+          clock_->RunAfter(delay + max_time_, [weak, epoch] {
+            if (auto self = weak.lock()) self->OnResyncTimedOut(epoch);
+          });
+    }
+  }
+
+  void OnResyncTimedOut(std::uint64_t epoch) {
+    Work w;
+    {
+      MutexLock lock(&mu_);
+      resync_deadline_timer_ = 0;
+      if (phase_ != Phase::kResyncing || epoch != resync_epoch_) return;
+      phase_ = Phase::kRunning;
+      GiveUpLocked(
+          absl::DeadlineExceededError(absl::StrCat(
+              "tether: resync did not call done within "
+              "max_time_without_progress (",
+              absl::FormatDuration(max_time_), "); resync was needed because: ",
+              resync_why_.ToString())),
+          w);
+    }
+    Flush(w);
   }
 
   // On the worker thread, no lock held.
@@ -1420,6 +1446,7 @@ class StreamCore final
     {
       MutexLock lock(&mu_);
       if (phase_ != Phase::kResyncing || epoch != resync_epoch_) return;
+      CancelTimerLocked(resync_deadline_timer_);
       if (!r.ok()) {
         phase_ = Phase::kRunning;
         EndLocked(r.status(), w);
@@ -1462,6 +1489,7 @@ class StreamCore final
     CancelTimerLocked(handoff_timer_);
     CancelTimerLocked(migration_timer_);
     CancelTimerLocked(resync_timer_);
+    CancelTimerLocked(resync_deadline_timer_);
     CancelAttemptLocked(current_, w);
     CancelAttemptLocked(old_, w);
     if (hooks_.on_end_decided) hooks_.on_end_decided();
@@ -1518,6 +1546,8 @@ class StreamCore final
   bool resynced_without_progress_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status resync_why_ ABSL_GUARDED_BY(mu_);
   Clock::TimerId resync_timer_ ABSL_GUARDED_BY(mu_) = 0;
+  // Ends a resync whose `done` never comes (max_time_without_progress).
+  Clock::TimerId resync_deadline_timer_ ABSL_GUARDED_BY(mu_) = 0;
   ReopenBudget budget_ ABSL_GUARDED_BY(mu_);
   StreamRandom gen_ ABSL_GUARDED_BY(mu_);  // 8 bytes (mt19937_64: 2.5 KB)
   Phase phase_ ABSL_GUARDED_BY(mu_) = Phase::kRunning;

@@ -28,9 +28,11 @@ class GrpcConnectionDriver;
 // Receives a pool's connection events, for metrics and logs.
 //
 // All methods have empty defaults. They are called with no pool lock held,
-// from the pool's watcher thread, the clock's thread or the thread calling a
-// pool method, possibly concurrently. Implementations must be thread-safe and
-// must not block. The pool holds the observer by `std::shared_ptr`.
+// one at a time and in the order the pool decided them (a connection's
+// `OnConnectionOpened` always comes before its `OnConnectionReady`), from
+// the pool's watcher thread, the clock's thread or the thread calling a pool
+// method. Implementations must not block: while one runs, the next events
+// wait. The pool holds the observer by `std::shared_ptr`.
 class ConnectionObserver {
  public:
   virtual ~ConnectionObserver() = default;

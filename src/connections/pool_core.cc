@@ -182,6 +182,13 @@ absl::Duration PoolCore::ProbeDelayLocked(int opens) {
   return d * (1.0 - kProbeJitter + 2.0 * kProbeJitter * u);
 }
 
+void PoolCore::NotifyLocked(Deferred& later,
+                            std::function<void(ConnectionObserver&)> event) {
+  if (observer_ == nullptr) return;
+  events_->Post([obs = observer_, event = std::move(event)] { event(*obs); });
+  later.Add([events = events_] { events->Run(); });
+}
+
 PoolCore::Conn* PoolCore::OpenLocked(std::size_t group, Deferred& later) {
   Group& g = groups_[group];
   if (g.probe_timer != 0) {
@@ -196,11 +203,9 @@ PoolCore::Conn* PoolCore::OpenLocked(std::size_t group, Deferred& later) {
   c.group = group;
   c.link = driver_->Open(id, g.address);
   ++total_opened_;
-  if (observer_ != nullptr) {
-    auto obs = observer_;
-    std::string target = g.address;
-    later.Add([obs, id, target] { obs->OnConnectionOpened(id, target); });
-  }
+  NotifyLocked(later, [id, target = g.address](ConnectionObserver& o) {
+    o.OnConnectionOpened(id, target);
+  });
   MaybeRetireOrArmLocked(c, later);  // arms the idle timer: no picks yet
   return &c;
 }
@@ -456,10 +461,9 @@ void PoolCore::MarkSuspectLocked(Conn& c, const absl::Status& status,
   c.ends.clear();
   NoteUsabilityLocked(c);
   const std::uint64_t id = c.id;
-  if (observer_ != nullptr) {
-    auto obs = observer_;
-    later.Add([obs, id, status] { obs->OnConnectionSuspect(id, status); });
-  }
+  NotifyLocked(later, [id, status](ConnectionObserver& o) {
+    o.OnConnectionSuspect(id, status);
+  });
   ArmProbationLocked(c);
   const std::size_t group = c.group;
   MaybeRetireOrArmLocked(c, later);  // may erase c
@@ -495,10 +499,9 @@ void PoolCore::OnProbationTimer(std::uint64_t id,
     c.ends.clear();
     ++restored_;
     NoteUsabilityLocked(c);
-    if (observer_ != nullptr) {
-      auto obs = observer_;
-      later.Add([obs, id] { obs->OnConnectionRestored(id); });
-    }
+    NotifyLocked(later, [id](ConnectionObserver& o) {
+      o.OnConnectionRestored(id);
+    });
     MaybeRetireOrArmLocked(c, later);  // arms the idle timer if unpicked
     SweepAvailabilityLocked(later);
   }
@@ -571,10 +574,9 @@ void PoolCore::MarkDrainingLocked(Conn& c, std::string why, Deferred& later) {
     clock_->Cancel(c.probation_timer);
     c.probation_timer = 0;
   }
-  if (observer_ != nullptr) {
-    auto obs = observer_;
-    later.Add([obs, id, why] { obs->OnConnectionDraining(id, why); });
-  }
+  NotifyLocked(later, [id, why](ConnectionObserver& o) {
+    o.OnConnectionDraining(id, why);
+  });
   // Tell each distinct listener once; many at a time (see TellDraining).
   std::vector<std::weak_ptr<DrainListener>> tell;
   tell.reserve(c.holders.size());
@@ -641,10 +643,9 @@ void PoolCore::RetireLocked(std::uint64_t id, Deferred& later) {
   if (c.probation_timer != 0) clock_->Cancel(c.probation_timer);
   later.Add([link = std::move(c.link)] { link->Close(); });
   conns_.erase(it);
-  if (observer_ != nullptr) {
-    auto obs = observer_;
-    later.Add([obs, id] { obs->OnConnectionRetired(id); });
-  }
+  NotifyLocked(later, [id](ConnectionObserver& o) {
+    o.OnConnectionRetired(id);
+  });
 }
 
 void PoolCore::OnLinkState(std::uint64_t connection_id, LinkState state) {
@@ -659,11 +660,9 @@ void PoolCore::OnLinkState(std::uint64_t connection_id, LinkState state) {
     if (state == LinkState::kReady) {
       if (!c.was_ready) {
         c.was_ready = true;
-        if (observer_ != nullptr) {
-          auto obs = observer_;
-          later.Add(
-              [obs, connection_id] { obs->OnConnectionReady(connection_id); });
-        }
+        NotifyLocked(later, [connection_id](ConnectionObserver& o) {
+          o.OnConnectionReady(connection_id);
+        });
       }
       NoteUsabilityLocked(c);
     } else if (!c.draining && (c.was_ready || state == LinkState::kShutdown)) {

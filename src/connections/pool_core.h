@@ -27,6 +27,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "connections/serial_calls.h"
 #include "tether/clock.h"
 #include "tether/connection_pool.h"
 #include "tether/internal/deferred.h"
@@ -257,6 +258,11 @@ class PoolCore final : public ConnectionSource,
   // `standby_connections` while it has picks.
   std::size_t WantedLiveLocked(std::size_t group) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Queues an observer event (in decision order) and its delivery once the
+  // lock is released. No-op without an observer.
+  void NotifyLocked(Deferred& later,
+                    std::function<void(ConnectionObserver&)> event)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether idle `c` must stay open as one of its group's spares.
   bool KeptAsStandbyLocked(const Conn& c) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -265,6 +271,8 @@ class PoolCore final : public ConnectionSource,
   ConnectionDriver* const driver_;
   std::shared_ptr<Clock> clock_;
   std::shared_ptr<ConnectionObserver> observer_;
+  // The observer's events, in the order they were decided (see SerialCalls).
+  const std::shared_ptr<SerialCalls> events_ = std::make_shared<SerialCalls>();
 
   Mutex mu_;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;

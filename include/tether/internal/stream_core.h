@@ -319,7 +319,7 @@ class StreamCore final
   // Runs what a locked section decided: observer calls first (so an
   // attempt's start is reported before anything it delivers), then the
   // rest, then delivery.
-  void Flush(Work& w) {
+  void Flush(Work& w) ABSL_LOCKS_EXCLUDED(mu_) {
     // One gate check per call: an observer call may destroy the stream,
     // and nothing runs after that.
     for (const std::function<void()>& call : w.user) queue_.Callout(call);
@@ -395,24 +395,29 @@ class StreamCore final
     ResumeState state;
     std::uint64_t epoch = 0;
     std::uint64_t cursor_from = 0;
+    bool abandoned = false;
     {
       MutexLock lock(&mu_);
       if (phase_ == Phase::kFinishing || phase_ == Phase::kResyncing) {
         AbandonStartLocked(*pick, ticket, w);
-        Flush(w);
-        return;
+        abandoned = true;
+      } else {
+        if (hooks_.position_of && gate_.has_last()) {
+          state.has_position = true;
+          state.last = gate_.last();
+        }
+        if (hooks_.cursor_of && last_cursor_) {
+          state.has_cursor = true;
+          state.cursor = *last_cursor_;
+        }
+        epoch = resync_epoch_;
+        cursor_from = cursor_count_;
+        pending_cursor_from_ = cursor_from;
       }
-      if (hooks_.position_of && gate_.has_last()) {
-        state.has_position = true;
-        state.last = gate_.last();
-      }
-      if (hooks_.cursor_of && last_cursor_) {
-        state.has_cursor = true;
-        state.cursor = *last_cursor_;
-      }
-      epoch = resync_epoch_;
-      cursor_from = cursor_count_;
-      pending_cursor_from_ = cursor_from;
+    }
+    if (abandoned) {  // flushed outside the lock: it may call the app
+      Flush(w);
+      return;
     }
     const bool has_state = state.has_position || state.has_cursor;
     const bool resume =

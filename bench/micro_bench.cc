@@ -115,9 +115,13 @@ BENCHMARK(BM_StreamDeliverPerMessage);
 
 void BM_DeliveryQueuePushDrain(benchmark::State& state) {
   std::int64_t delivered = 0;
+  struct NoOwner final : tether::internal::DeliveryQueueOwner {
+    void OnQueueSpace() override {}
+    void OnCallbackError(absl::Status) override {}
+  } owner;
   tether::internal::DeliveryQueue<Event> queue(
       32, [&delivered](Event&& e) { delivered += e.seq() != 0; },
-      [](const absl::Status&) {}, [] {}, [](absl::Status) {});
+      [](const absl::Status&) {}, &owner);
   std::uint64_t seq = 0;
   for (auto _ : state) {
     Event e;

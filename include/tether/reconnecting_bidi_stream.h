@@ -219,7 +219,7 @@ class ReconnectingBidiStream {
       open.state = state;
     };
     hooks.resume_always = true;
-    hooks.on_end_decided = [weak = std::weak_ptr<Box>(box)] {
+    hooks.MutableRare().on_end_decided = [weak = std::weak_ptr<Box>(box)] {
       if (auto b = weak.lock()) b->End();
     };
     internal::TakePositionFields(spec, hooks);

@@ -96,14 +96,28 @@ class CompactFifo {
 // *other* threads.
 //
 // Exceptions: one thrown by `on_message` is caught, the message counts as
-// delivered, and `on_error` is told (the stream then ends with INTERNAL
+// delivered, and the owner is told (the stream then ends with INTERNAL
 // naming the callback); one thrown by `on_done` or an observer is caught and
 // dropped.
 //
 // Thread safety: all methods may be called from any thread. Producers
 // (`Push`, `Close`, `Clear`) may hold their own lock (the stream's): they take
 // only this queue's lock and call nothing. Everything else must be called
-// with no lock held. The queue calls `on_space` and `on_error` with no lock.
+// with no lock held. The queue calls its owner with no lock.
+
+// What a queue tells the stream that owns it. An interface, not two
+// std::function members: 8 bytes per stream instead of 64 (issue 12).
+class DeliveryQueueOwner {
+ public:
+  // The queue was full and has room again: reading may resume.
+  virtual void OnQueueSpace() = 0;
+  // `on_message` threw (the status names the callback).
+  virtual void OnCallbackError(absl::Status status) = 0;
+
+ protected:
+  ~DeliveryQueueOwner() = default;
+};
+
 template <class T>
 class DeliveryQueue {
  public:
@@ -111,20 +125,17 @@ class DeliveryQueue {
   using DoneFn = std::function<void(const absl::Status&)>;
 
   // `on_message` and `on_done` both set (callback mode) or both empty
-  // (reader mode). `on_space`: the queue was full and has room again.
-  // `on_error`: `on_message` threw.
+  // (reader mode). `owner` must outlive the queue.
   DeliveryQueue(std::size_t capacity, MessageFn on_message, DoneFn on_done,
-                std::function<void()> on_space,
-                std::function<void(absl::Status)> on_error)
+                DeliveryQueueOwner* owner)
       : capacity_(capacity),
         on_message_(std::move(on_message)),
         on_done_(std::move(on_done)),
-        on_space_(std::move(on_space)),
-        on_error_(std::move(on_error)),
+        owner_(owner),
         callback_mode_(static_cast<bool>(on_message_)) {}
 
   // Queues a message. Returns false when the queue is now full: the producer
-  // should stop reading until `on_space`.
+  // should stop reading until the owner's `OnQueueSpace`.
   bool Push(T message) {
     MutexLock lock(&mu_);
     if (closed_ || detached_) return true;
@@ -178,7 +189,7 @@ class DeliveryQueue {
         const bool space = TakeSpaceLocked();
         ++callouts_;
         mu_.Unlock();
-        if (space) on_space_();
+        if (space) owner_->OnQueueSpace();
         absl::Status threw;
         {
           CalloutScope scope(this);
@@ -188,7 +199,7 @@ class DeliveryQueue {
             threw = CallbackThrew("on_message", std::current_exception());
           }
         }
-        if (!threw.ok()) on_error_(threw);
+        if (!threw.ok()) owner_->OnCallbackError(threw);
         mu_.Lock();
         --callouts_;
         cv_.SignalAll();
@@ -256,7 +267,7 @@ class DeliveryQueue {
       ++delivered_;
       space = TakeSpaceLocked();
     }
-    if (space) on_space_();
+    if (space) owner_->OnQueueSpace();
     return true;
   }
 
@@ -318,8 +329,7 @@ class DeliveryQueue {
   const std::size_t capacity_;
   const MessageFn on_message_;
   const DoneFn on_done_;
-  const std::function<void()> on_space_;
-  const std::function<void(absl::Status)> on_error_;
+  DeliveryQueueOwner* const owner_;
   const bool callback_mode_;
 
   Mutex mu_;

@@ -107,13 +107,17 @@ void TakePositionFields(Spec& spec, Hooks& hooks) {
         -> absl::optional<Position> { return f(r); };
   }
   hooks.spacing = spec.spacing;
-  hooks.trim_delivered = std::move(spec.trim_delivered);
   hooks.deliver_progress = spec.deliver_progress;
-  hooks.cursor_of = std::move(spec.cursor_of);
-  hooks.initial_cursor = std::move(spec.initial_cursor);
-  hooks.resync_on_message = std::move(spec.resync_on_message);
-  hooks.resync_on_end = std::move(spec.resync_on_end);
-  hooks.resync = std::move(spec.resync);
+  if (spec.trim_delivered || spec.cursor_of || spec.initial_cursor ||
+      spec.resync_on_message || spec.resync_on_end || spec.resync) {
+    auto& rare = hooks.MutableRare();
+    rare.trim_delivered = std::move(spec.trim_delivered);
+    rare.cursor_of = std::move(spec.cursor_of);
+    rare.initial_cursor = std::move(spec.initial_cursor);
+    rare.resync_on_message = std::move(spec.resync_on_message);
+    rare.resync_on_end = std::move(spec.resync_on_end);
+    rare.resync = std::move(spec.resync);
+  }
 }
 
 }  // namespace internal

@@ -66,10 +66,7 @@ struct StreamHooks {
   std::function<absl::optional<Position>(const Response&)> position_of;
   const char* position_name = "position_of";  // for error messages
   PositionSpacing spacing = PositionSpacing::kDense;
-  std::function<void(Response&, std::uint64_t)> trim_delivered;
   bool deliver_progress = false;
-  // Opaque cursors (instead of `position_of`); nullopt: a control message.
-  std::function<absl::optional<std::string>(const Response&)> cursor_of;
   // Writes the resume state into a copy of the request. Called for every
   // attempt but the first when there is a position or cursor to resume
   // from; for every attempt (also the first, also without a position) when
@@ -77,13 +74,31 @@ struct StreamHooks {
   std::function<void(Request&, const ResumeState&)> resume;
   bool resume_always = false;
   absl::optional<std::uint64_t> initial_position;
-  absl::optional<std::string> initial_cursor;
-  std::function<bool(const Response&)> resync_on_message;
-  std::function<bool(const absl::Status&)> resync_on_end;
-  std::function<void(ResyncDone)> resync;
-  // Internal (not app code): runs under the core's lock once the end is
-  // decided. Must not call back into the core.
-  std::function<void()> on_end_decided;
+
+  // What few streams use lives behind one pointer, allocated only when one
+  // of its fields is set (issue 12: bytes per open stream).
+  struct Rare {
+    std::function<void(Response&, std::uint64_t)> trim_delivered;
+    // Opaque cursors (instead of `position_of`); nullopt: a control message.
+    std::function<absl::optional<std::string>(const Response&)> cursor_of;
+    absl::optional<std::string> initial_cursor;
+    std::function<bool(const Response&)> resync_on_message;
+    std::function<bool(const absl::Status&)> resync_on_end;
+    std::function<void(ResyncDone)> resync;
+    // Internal (not app code): runs under the core's lock once the end is
+    // decided. Must not call back into the core.
+    std::function<void()> on_end_decided;
+  };
+  std::unique_ptr<Rare> rare;  // null: every field of Rare is empty
+
+  Rare& MutableRare() {
+    if (rare == nullptr) rare = std::make_unique<Rare>();
+    return *rare;
+  }
+  const Rare& rare_or_none() const {
+    static const Rare* const kNone = new Rare();
+    return rare != nullptr ? *rare : *kNone;
+  }
 };
 
 // The attempts of one stream.
@@ -107,7 +122,12 @@ struct StreamHooks {
 template <class Request, class Response>
 class StreamCore final
     : public ConnectionSource::DrainListener,
+      private DeliveryQueueOwner,
       public std::enable_shared_from_this<StreamCore<Request, Response>> {
+  struct PassKey {
+    explicit PassKey() = default;
+  };
+
  public:
   using Hooks = StreamHooks<Request, Response>;
   using MessageFn = std::function<void(Response&&)>;
@@ -120,11 +140,17 @@ class StreamCore final
       MessageFn on_message, DoneFn on_done) {
     absl::StatusOr<StreamSetup> setup = PrepareStream(options);
     if (!setup.ok()) return setup.status();
-    return std::shared_ptr<StreamCore>(new StreamCore(
-        std::move(source), std::move(factory), std::move(request),
+    // One allocation for the core and its control block.
+    return std::make_shared<StreamCore>(
+        PassKey(), std::move(source), std::move(factory), std::move(request),
         std::move(hooks), std::move(options), *std::move(setup),
-        std::move(on_message), std::move(on_done)));
+        std::move(on_message), std::move(on_done));
   }
+
+  // For `Create` only (std::make_shared needs a public constructor).
+  template <class... Args>
+  StreamCore(PassKey /*key*/, Args&&... args)
+      : StreamCore(std::forward<Args>(args)...) {}
 
   void StartFirst() {
     auto self = this->shared_from_this();
@@ -272,6 +298,7 @@ class StreamCore final
         factory_(std::move(factory)),
         request_(std::move(request)),
         hooks_(std::move(hooks)),
+        rare_(hooks_.rare_or_none()),
         observer_(std::move(options.observer)),
         clock_(std::move(options.clock)),
         classifier_(std::move(options.classifier)),
@@ -287,10 +314,10 @@ class StreamCore final
         breaker_(std::move(options.breaker), clock_),
         queue_(
             options.max_buffered_messages, std::move(on_message),
-            std::move(on_done), [this] { OnQueueSpace(); },
-            [this](absl::Status s) { OnCallbackError(std::move(s)); }),
+            std::move(on_done), this),
         gate_(hooks_.initial_position, hooks_.spacing, options.gap_policy,
-              static_cast<bool>(hooks_.trim_delivered)),
+              static_cast<bool>(rare_.trim_delivered)),
+        cursors_(rare_.cursor_of ? std::make_unique<CursorLog>() : nullptr),
         budget_(std::move(setup.backoff),
                 ReopenBudget::Limits{options.max_attempts_without_progress,
                                      options.max_time_without_progress,
@@ -300,7 +327,7 @@ class StreamCore final
       stats_.has_last_seq = true;
       stats_.last_delivered_seq = *hooks_.initial_position;
     }
-    last_cursor_ = hooks_.initial_cursor;
+    if (cursors_) cursors_->last = rare_.initial_cursor;
   }
 
   std::weak_ptr<ConnectionSource::DrainListener> WeakListener() {
@@ -406,13 +433,15 @@ class StreamCore final
           state.has_position = true;
           state.last = gate_.last();
         }
-        if (hooks_.cursor_of && last_cursor_) {
+        if (cursors_ && cursors_->last) {
           state.has_cursor = true;
-          state.cursor = *last_cursor_;
+          state.cursor = *cursors_->last;
         }
         epoch = resync_epoch_;
-        cursor_from = cursor_count_;
-        pending_cursor_from_ = cursor_from;
+        if (cursors_) {
+          cursor_from = cursors_->count;
+          cursors_->pending_from = cursor_from;
+        }
       }
     }
     if (abandoned) {  // flushed outside the lock: it may call the app
@@ -480,7 +509,7 @@ class StreamCore final
     rec->info.connection_id = pick.connection_id;
     rec->info.resumed = resumed;
     rec->info.resume_after_seq = resumed ? after : 0;
-    if (hooks_.cursor_of) {
+    if (rare_.cursor_of) {
       rec->catching_up = true;
       rec->cursor_from = cursor_from;
     }
@@ -936,13 +965,13 @@ class StreamCore final
     absl::Status threw;
     const char* fn = "resync_on_message";
     try {
-      if (hooks_.resync_on_message) resync = hooks_.resync_on_message(response);
+      if (rare_.resync_on_message) resync = rare_.resync_on_message(response);
       if (!resync && hooks_.position_of) {
         fn = hooks_.position_name;
         pos = hooks_.position_of(response);
-      } else if (!resync && hooks_.cursor_of) {
+      } else if (!resync && rare_.cursor_of) {
         fn = "cursor_of";
-        cursor = hooks_.cursor_of(response);
+        cursor = rare_.cursor_of(response);
       }
     } catch (...) {
       threw = CallbackThrew(fn, std::current_exception());
@@ -979,7 +1008,7 @@ class StreamCore final
       Flush(w);
       if (!trim_at) return more;
       try {
-        hooks_.trim_delivered(response, *trim_at);
+        rare_.trim_delivered(response, *trim_at);
         trimmed_at = trim_at;
       } catch (...) {
         threw = CallbackThrew("trim_delivered", std::current_exception());
@@ -1052,7 +1081,7 @@ class StreamCore final
           resynced_without_progress_ = false;
           break;
       }
-    } else if (hooks_.cursor_of && cursor) {
+    } else if (rare_.cursor_of && cursor) {
       if (IsReplayedCursorLocked(*rec, *cursor)) {
         ++stats_.duplicates_dropped;
         Notify(w, [](StreamObserver& o) { o.OnDuplicateDropped(0, 0); });
@@ -1087,7 +1116,7 @@ class StreamCore final
   bool IsReplayedCursorLocked(AttemptRec& rec, const std::string& cursor)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (!rec.catching_up) return false;
-    for (const auto& entry : cursor_log_) {
+    for (const auto& entry : cursors_->log) {
       if (entry.first > rec.cursor_from && entry.second == cursor) {
         rec.cursor_from = entry.first;
         return true;
@@ -1099,25 +1128,25 @@ class StreamCore final
 
   void RecordCursorLocked(const std::string& cursor)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    last_cursor_ = cursor;
-    ++cursor_count_;
+    CursorLog& c = *cursors_;
+    c.last = cursor;
+    ++c.count;
     // Kept only as far back as an attempt (or a start in flight) may replay.
-    std::uint64_t keep_after = cursor_count_;
+    std::uint64_t keep_after = c.count;
     for (const AttemptRec* r : {current_.get(), old_.get()}) {
       if (r && r->live && r->catching_up) {
         keep_after = std::min(keep_after, r->cursor_from);
       }
     }
-    if (starting_) keep_after = std::min(keep_after, pending_cursor_from_);
-    if (keep_after < cursor_count_) cursor_log_.emplace_back(cursor_count_, cursor);
-    while (!cursor_log_.empty() &&
-           (cursor_log_.front().first <= keep_after ||
-            cursor_log_.size() > kMaxCursorLog)) {
-      cursor_log_.pop_front();
+    if (starting_) keep_after = std::min(keep_after, c.pending_from);
+    if (keep_after < c.count) c.log.emplace_back(c.count, cursor);
+    while (!c.log.empty() && (c.log.front().first <= keep_after ||
+                              c.log.size() > kMaxCursorLog)) {
+      c.log.pop_front();
     }
   }
 
-  void OnQueueSpace() {
+  void OnQueueSpace() override {
     std::vector<std::shared_ptr<Attempt>> resume;
     {
       MutexLock lock(&mu_);
@@ -1132,7 +1161,7 @@ class StreamCore final
     for (auto& h : resume) h->Resume();
   }
 
-  void OnCallbackError(absl::Status status) {
+  void OnCallbackError(absl::Status status) override {
     auto self = this->shared_from_this();
     Work w;
     {
@@ -1159,9 +1188,9 @@ class StreamCore final
     absl::Status classifier_threw;
     RetryPushback pushback;
     bool resync = false;
-    if (!by_client && hooks_.resync_on_end) {
+    if (!by_client && rare_.resync_on_end) {
       try {
-        resync = hooks_.resync_on_end(status);
+        resync = rare_.resync_on_end(status);
       } catch (...) {
         classifier_threw =
             CallbackThrew("resync_on_end", std::current_exception());
@@ -1439,7 +1468,7 @@ class StreamCore final
       if (auto self = weak.lock()) self->OnResyncDone(epoch, std::move(r));
     };
     try {
-      hooks_.resync(done);
+      rare_.resync(done);
     } catch (...) {
       done(CallbackThrew("resync", std::current_exception()));
     }
@@ -1497,7 +1526,7 @@ class StreamCore final
     CancelTimerLocked(resync_deadline_timer_);
     CancelAttemptLocked(current_, w);
     CancelAttemptLocked(old_, w);
-    if (hooks_.on_end_decided) hooks_.on_end_decided();
+    if (rare_.on_end_decided) rare_.on_end_decided();
     MaybeFinalizeLocked();
   }
 
@@ -1520,6 +1549,7 @@ class StreamCore final
   const std::shared_ptr<AttemptFactory<Request, Response>> factory_;
   const Request request_;
   const Hooks hooks_;
+  const typename Hooks::Rare& rare_;  // *hooks_.rare, or all empty
   const std::shared_ptr<StreamObserver> observer_;
   const std::shared_ptr<Clock> clock_;
   const Classifier classifier_;
@@ -1540,12 +1570,15 @@ class StreamCore final
   // Opaque cursors: the last delivered one, how many were delivered, and
   // the ones a catching-up attempt may replay (index, cursor).
   static constexpr std::size_t kMaxCursorLog = 1 << 16;
-  absl::optional<std::string> last_cursor_ ABSL_GUARDED_BY(mu_);
-  std::uint64_t cursor_count_ ABSL_GUARDED_BY(mu_) = 0;
-  std::uint64_t pending_cursor_from_ ABSL_GUARDED_BY(mu_) = 0;
-  // Not a std::deque: that allocates 576 bytes per stream up front.
-  CompactFifo<std::pair<std::uint64_t, std::string>> cursor_log_
-      ABSL_GUARDED_BY(mu_);
+  struct CursorLog {
+    absl::optional<std::string> last;
+    std::uint64_t count = 0;
+    std::uint64_t pending_from = 0;
+    // Not a std::deque: that allocates 576 bytes up front.
+    CompactFifo<std::pair<std::uint64_t, std::string>> log;
+  };
+  // Allocated only with `cursor_of` (issue 12: bytes per open stream).
+  const std::unique_ptr<CursorLog> cursors_ ABSL_PT_GUARDED_BY(mu_);
   // Resync.
   std::uint64_t resync_epoch_ ABSL_GUARDED_BY(mu_) = 0;
   bool resynced_without_progress_ ABSL_GUARDED_BY(mu_) = false;

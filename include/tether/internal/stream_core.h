@@ -1577,8 +1577,10 @@ class StreamCore final
     // Not a std::deque: that allocates 576 bytes up front.
     CompactFifo<std::pair<std::uint64_t, std::string>> log;
   };
-  // Allocated only with `cursor_of` (issue 12: bytes per open stream).
-  const std::unique_ptr<CursorLog> cursors_ ABSL_PT_GUARDED_BY(mu_);
+  // Allocated only with `cursor_of` (issue 12: bytes per open stream). The
+  // pointee is guarded by `mu_` (clang 14 takes PT_GUARDED_BY on raw
+  // pointers only).
+  const std::unique_ptr<CursorLog> cursors_;
   // Resync.
   std::uint64_t resync_epoch_ ABSL_GUARDED_BY(mu_) = 0;
   bool resynced_without_progress_ ABSL_GUARDED_BY(mu_) = false;

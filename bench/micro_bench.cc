@@ -119,14 +119,15 @@ void BM_DeliveryQueuePushDrain(benchmark::State& state) {
     void OnQueueSpace() override {}
     void OnCallbackError(absl::Status) override {}
   } owner;
-  tether::internal::DeliveryQueue<Event> queue(
-      32, [&delivered](Event&& e) { delivered += e.seq() != 0; },
-      [](const absl::Status&) {}, &owner);
+  tether::internal::TypedMessageStore<Event> store(
+      [&delivered](Event&& e) { delivered += e.seq() != 0; });
+  tether::internal::DeliveryQueue queue(
+      32, &store, [](const absl::Status&) {}, &owner);
   std::uint64_t seq = 0;
   for (auto _ : state) {
     Event e;
     e.set_seq(++seq);
-    queue.Push(std::move(e));
+    queue.Push(&e);
     queue.Drain();
   }
   state.SetItemsProcessed(state.iterations());

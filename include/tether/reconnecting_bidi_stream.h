@@ -164,7 +164,7 @@ class ReconnectingBidiStream {
   std::size_t outbox_size() const { return outbox_->size(); }
 
  private:
-  using Core = internal::StreamCore<internal::BidiOpen, Response>;
+  using Core = internal::StreamCore;
   using Box = internal::BidiOutbox<Request, Response>;
 
   ReconnectingBidiStream(std::shared_ptr<Core> core, std::shared_ptr<Box> box)
@@ -213,22 +213,24 @@ class ReconnectingBidiStream {
     }
     auto box = std::make_shared<Box>(options.max_outbox,
                                      std::move(spec.acknowledges));
-    typename Core::Hooks hooks;
+    internal::StreamHooks hooks;
     hooks.initial_position = spec.initial_position;
-    hooks.resume = [](internal::BidiOpen& open, const ResumeState& state) {
-      open.state = state;
+    hooks.resume = [](void* open, const ResumeState& state) {
+      static_cast<internal::BidiOpen*>(open)->state = state;
     };
     hooks.resume_always = true;
     hooks.MutableRare().on_end_decided = [weak = std::weak_ptr<Box>(box)] {
       if (auto b = weak.lock()) b->End();
     };
-    internal::TakePositionFields(spec, hooks);
+    internal::TakePositionFields<Response>(spec, hooks);
     auto factory = std::make_shared<internal::BidiCoreFactory<Request, Response>>(
         std::move(spec.attempt_factory), std::move(spec.open_requests), box);
-    auto core = Core::Create(target.source(), std::move(factory),
-                             internal::BidiOpen{}, std::move(hooks),
-                             std::move(options), std::move(on_message),
-                             std::move(on_done));
+    auto core = Core::Create(
+        target.source(),
+        std::make_unique<
+            internal::TypedStreamParts<internal::BidiOpen, Response>>(
+            internal::BidiOpen{}, std::move(factory), std::move(on_message)),
+        std::move(hooks), std::move(options), std::move(on_done));
     if (!core.ok()) return core.status();
     std::weak_ptr<Core> weak_core = *core;
     box->SetCallout([weak_core](const std::function<void()>& f) {

@@ -231,7 +231,7 @@ class ReconnectingStream {
   Stats stats() const { return core_->stats(); }
 
  private:
-  using Core = internal::StreamCore<Request, Response>;
+  using Core = internal::StreamCore;
 
   explicit ReconnectingStream(std::shared_ptr<Core> core)
       : core_(std::move(core)) {}
@@ -267,12 +267,13 @@ class ReconnectingStream {
     if (!s.ok()) return s;
     s = internal::CheckServerResumeFields(spec, "StreamSpec");
     if (!s.ok()) return s;
-    typename Core::Hooks hooks;
+    internal::StreamHooks hooks;
     hooks.initial_position = spec.initial_last_seq;
     if (spec.resume_after || spec.resume_from_cursor) {
       hooks.resume = [after = std::move(spec.resume_after),
                       cursor = std::move(spec.resume_from_cursor)](
-                         Request& r, const ResumeState& state) {
+                         void* request, const ResumeState& state) {
+        Request& r = *static_cast<Request*>(request);
         if (state.has_position) {
           after(r, state.last);
         } else if (state.has_cursor) {
@@ -280,11 +281,13 @@ class ReconnectingStream {
         }
       };
     }
-    internal::TakePositionFields(spec, hooks);
-    auto core = Core::Create(target.source(), std::move(spec.attempt_factory),
-                             std::move(spec.request), std::move(hooks),
-                             std::move(options), std::move(on_message),
-                             std::move(on_done));
+    internal::TakePositionFields<Response>(spec, hooks);
+    auto core = Core::Create(
+        target.source(),
+        std::make_unique<internal::TypedStreamParts<Request, Response>>(
+            std::move(spec.request), std::move(spec.attempt_factory),
+            std::move(on_message)),
+        std::move(hooks), std::move(options), std::move(on_done));
     if (!core.ok()) return core.status();
     (*core)->StartFirst();
     return std::unique_ptr<ReconnectingStream>(

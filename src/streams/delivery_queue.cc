@@ -2,6 +2,10 @@
 #include "tether/internal/delivery_queue.h"
 
 #include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <thread>
+#include <utility>
 #include <stdexcept>
 #include <vector>
 
@@ -45,6 +49,182 @@ absl::Status CallbackThrew(const char* callback, std::exception_ptr error) {
   }
   return absl::InternalError(absl::StrCat("tether: the application's ",
                                           callback, " threw: ", what));
+}
+
+DeliveryQueue::DeliveryQueue(std::size_t capacity, MessageStore* store,
+                             DoneFn on_done, DeliveryQueueOwner* owner)
+    : capacity_(capacity),
+      store_(store),
+      on_done_(std::move(on_done)),
+      owner_(owner),
+      callback_mode_(store->has_on_message()) {}
+
+bool DeliveryQueue::Push(void* message) {
+  MutexLock lock(&mu_);
+  if (closed_ || detached_) return true;
+  store_->Push(message);
+  cv_.SignalAll();  // a reader may wait
+  if (store_->size() >= capacity_) {
+    full_ = true;
+    return false;
+  }
+  return true;
+}
+
+bool DeliveryQueue::HasRoom() {
+  MutexLock lock(&mu_);
+  return store_->size() < capacity_;
+}
+
+void DeliveryQueue::Clear() {
+  MutexLock lock(&mu_);
+  store_->Clear();
+}
+
+void DeliveryQueue::Close(absl::Status status) {
+  MutexLock lock(&mu_);
+  if (closed_) return;
+  closed_ = true;
+  final_ = std::move(status);
+  cv_.SignalAll();
+}
+
+void DeliveryQueue::ReleaseForDelivery() {
+  ++delivered_;
+  const bool space = TakeSpaceLocked();
+  ++callouts_;
+  mu_.Unlock();
+  if (space) owner_->OnQueueSpace();
+}
+
+absl::Status DeliveryQueue::DeliverOneLocked() {
+  return store_->DeliverFront(*this);
+}
+
+void DeliveryQueue::Drain() {
+  if (!callback_mode_) return;
+  mu_.Lock();
+  if (delivering_) {
+    mu_.Unlock();
+    return;
+  }
+  delivering_ = true;
+  deliverer_ = std::this_thread::get_id();
+  for (;;) {
+    if (detached_) break;
+    if (!store_->empty()) {
+      const absl::Status threw = DeliverOneLocked();  // drops the lock
+      if (!threw.ok()) owner_->OnCallbackError(threw);
+      mu_.Lock();
+      --callouts_;
+      cv_.SignalAll();
+      continue;
+    }
+    if (closed_ && !done_started_) {
+      // Observer calls still running elsewhere run `on_done` when the last
+      // of them leaves (see `Callout`).
+      if (callouts_ > CalloutScope::Depth(this)) {
+        done_waiting_ = true;
+        break;
+      }
+      RunDoneLocked();
+      continue;
+    }
+    break;
+  }
+  delivering_ = false;
+  deliverer_ = std::thread::id();
+  cv_.SignalAll();
+  mu_.Unlock();
+}
+
+void DeliveryQueue::Callout(const std::function<void()>& fn) {
+  {
+    MutexLock lock(&mu_);
+    if (done_started_ || detached_ || finished_) return;
+    ++callouts_;
+  }
+  {
+    CalloutScope scope(this);
+    try {
+      fn();
+    } catch (...) {
+      // An observer cannot end or break the stream.
+    }
+  }
+  MutexLock lock(&mu_);
+  --callouts_;
+  cv_.SignalAll();
+  // The end was held back for this call: run it now, unless a deliverer is
+  // busy (it will).
+  if (done_waiting_ && callouts_ == CalloutScope::Depth(this) &&
+      !done_started_ && !detached_ && store_->empty() && !delivering_) {
+    delivering_ = true;
+    deliverer_ = std::this_thread::get_id();
+    RunDoneLocked();
+    delivering_ = false;
+    deliverer_ = std::thread::id();
+    cv_.SignalAll();
+  }
+}
+
+bool DeliveryQueue::Read(void* out) {
+  bool space = false;
+  {
+    MutexLock lock(&mu_);
+    while (store_->empty() && !closed_ && !detached_) cv_.Wait(&mu_);
+    if (store_->empty()) return false;
+    store_->PopInto(out);
+    ++delivered_;
+    space = TakeSpaceLocked();
+  }
+  if (space) owner_->OnQueueSpace();
+  return true;
+}
+
+absl::Status DeliveryQueue::Finish() {
+  MutexLock lock(&mu_);
+  const int own = CalloutScope::Depth(this);
+  while (!closed_ || callouts_ > own) cv_.Wait(&mu_);
+  finished_ = true;
+  return final_;
+}
+
+void DeliveryQueue::Detach() {
+  MutexLock lock(&mu_);
+  detached_ = true;
+  store_->Clear();
+  cv_.SignalAll();
+  const int own = CalloutScope::Depth(this);
+  while (callouts_ > own) cv_.Wait(&mu_);
+}
+
+std::uint64_t DeliveryQueue::delivered() {
+  MutexLock lock(&mu_);
+  return delivered_;
+}
+
+bool DeliveryQueue::TakeSpaceLocked() {
+  if (!full_ || store_->size() >= capacity_) return false;
+  full_ = false;
+  return true;
+}
+
+void DeliveryQueue::RunDoneLocked() {
+  done_started_ = true;
+  absl::Status status = final_;
+  ++callouts_;
+  mu_.Unlock();
+  {
+    CalloutScope scope(this);
+    try {
+      on_done_(status);
+    } catch (...) {
+      // Nothing is left to tell.
+    }
+  }
+  mu_.Lock();
+  --callouts_;
 }
 
 }  // namespace internal

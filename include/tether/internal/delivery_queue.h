@@ -80,6 +80,48 @@ class CompactFifo {
   std::size_t head_ = 0;
 };
 
+// What a queue tells the stream that owns it. An interface, not two
+// std::function members: 8 bytes per stream instead of 64 (issue 12).
+class DeliveryQueueOwner {
+ public:
+  // The queue was full and has room again: reading may resume.
+  virtual void OnQueueSpace() = 0;
+  // `on_message` threw (the status names the callback).
+  virtual void OnCallbackError(absl::Status status) = 0;
+
+ protected:
+  ~DeliveryQueueOwner() = default;
+};
+
+class DeliveryQueue;
+
+// The typed half of a delivery queue: the messages read ahead (of the one
+// type the queue never names) and the app's `on_message`. The queue keeps
+// everything else (locks, the end, observer calls) in compiled code; a user
+// translation unit instantiates only `TypedMessageStore<T>` (issue 12:
+// compile time).
+//
+// The queue calls every method with its lock held; `DeliverFront` releases
+// it. Messages pass as `void*` pointing at a `T`.
+class MessageStore {
+ public:
+  virtual ~MessageStore() = default;
+  virtual bool empty() const = 0;
+  virtual std::size_t size() const = 0;
+  // Moves `*message` (a T) to the back.
+  virtual void Push(void* message) = 0;
+  // Reader mode: moves the oldest message into `*out` (a T).
+  virtual void PopInto(void* out) = 0;
+  virtual void Clear() = 0;
+  // Whether the app gave `on_message` (callback mode).
+  virtual bool has_on_message() const = 0;
+  // Callback mode: takes the oldest message, calls
+  // `queue.ReleaseForDelivery()` (which drops the queue's lock), then hands
+  // the message to `on_message` inside a `CalloutScope` of `queue`. Returns
+  // what `on_message` threw, as `CallbackThrew` names it; OK otherwise.
+  virtual absl::Status DeliverFront(DeliveryQueue& queue) = 0;
+};
+
 // The application side of one stream: a bounded queue of messages read ahead,
 // the final status, and the rule that user code runs on one thread at a time
 // for messages, never under a lock, and never after the end or a detach.
@@ -104,237 +146,81 @@ class CompactFifo {
 // (`Push`, `Close`, `Clear`) may hold their own lock (the stream's): they take
 // only this queue's lock and call nothing. Everything else must be called
 // with no lock held. The queue calls its owner with no lock.
-
-// What a queue tells the stream that owns it. An interface, not two
-// std::function members: 8 bytes per stream instead of 64 (issue 12).
-class DeliveryQueueOwner {
- public:
-  // The queue was full and has room again: reading may resume.
-  virtual void OnQueueSpace() = 0;
-  // `on_message` threw (the status names the callback).
-  virtual void OnCallbackError(absl::Status status) = 0;
-
- protected:
-  ~DeliveryQueueOwner() = default;
-};
-
-template <class T>
+//
+// Not a template: the messages live in a `MessageStore`.
 class DeliveryQueue {
  public:
-  using MessageFn = std::function<void(T&&)>;
   using DoneFn = std::function<void(const absl::Status&)>;
 
-  // `on_message` and `on_done` both set (callback mode) or both empty
-  // (reader mode). `owner` must outlive the queue.
-  DeliveryQueue(std::size_t capacity, MessageFn on_message, DoneFn on_done,
-                DeliveryQueueOwner* owner)
-      : capacity_(capacity),
-        on_message_(std::move(on_message)),
-        on_done_(std::move(on_done)),
-        owner_(owner),
-        callback_mode_(static_cast<bool>(on_message_)) {}
+  // `store->has_on_message()` and `on_done` both set (callback mode) or both
+  // empty (reader mode). `store` and `owner` must outlive the queue.
+  DeliveryQueue(std::size_t capacity, MessageStore* store, DoneFn on_done,
+                DeliveryQueueOwner* owner);
 
-  // Queues a message. Returns false when the queue is now full: the producer
-  // should stop reading until the owner's `OnQueueSpace`.
-  bool Push(T message) {
-    MutexLock lock(&mu_);
-    if (closed_ || detached_) return true;
-    items_.push_back(std::move(message));
-    cv_.SignalAll();  // a reader may wait
-    if (items_.size() >= capacity_) {
-      full_ = true;
-      return false;
-    }
-    return true;
-  }
+  // Queues a message (`*message`, a T, is moved from). Returns false when
+  // the queue is now full: the producer should stop reading until the
+  // owner's `OnQueueSpace`.
+  bool Push(void* message);
 
-  bool HasRoom() {
-    MutexLock lock(&mu_);
-    return items_.size() < capacity_;
-  }
+  bool HasRoom();
 
   // Drops what was not delivered yet (the app cancelled).
-  void Clear() {
-    MutexLock lock(&mu_);
-    items_.clear();
-  }
+  void Clear();
 
   // No more messages: `status` goes to `on_done` (or `Finish`) after the
   // queued ones. Later calls do nothing.
-  void Close(absl::Status status) {
-    MutexLock lock(&mu_);
-    if (closed_) return;
-    closed_ = true;
-    final_ = std::move(status);
-    cv_.SignalAll();
-  }
+  void Close(absl::Status status);
 
   // Callback mode: delivers what is due, unless another thread already is.
   // Call with no lock held, after `Push` or `Close`.
-  void Drain() ABSL_LOCKS_EXCLUDED(mu_) {
-    if (!callback_mode_) return;
-    mu_.Lock();
-    if (delivering_) {
-      mu_.Unlock();
-      return;
-    }
-    delivering_ = true;
-    deliverer_ = std::this_thread::get_id();
-    for (;;) {
-      if (detached_) break;
-      if (!items_.empty()) {
-        T message = std::move(items_.front());
-        items_.pop_front();
-        ++delivered_;
-        const bool space = TakeSpaceLocked();
-        ++callouts_;
-        mu_.Unlock();
-        if (space) owner_->OnQueueSpace();
-        absl::Status threw;
-        {
-          CalloutScope scope(this);
-          try {
-            on_message_(std::move(message));
-          } catch (...) {
-            threw = CallbackThrew("on_message", std::current_exception());
-          }
-        }
-        if (!threw.ok()) owner_->OnCallbackError(threw);
-        mu_.Lock();
-        --callouts_;
-        cv_.SignalAll();
-        continue;
-      }
-      if (closed_ && !done_started_) {
-        // Observer calls still running elsewhere run `on_done` when the
-        // last of them leaves (see `Callout`).
-        if (callouts_ > CalloutScope::Depth(this)) {
-          done_waiting_ = true;
-          break;
-        }
-        RunDoneLocked();
-        continue;
-      }
-      break;
-    }
-    delivering_ = false;
-    deliverer_ = std::thread::id();
-    cv_.SignalAll();
-    mu_.Unlock();
-  }
+  void Drain() ABSL_LOCKS_EXCLUDED(mu_);
 
   // Runs `fn` (an observer call) unless the stream has ended for the app or
   // was detached. Call with no lock held.
-  void Callout(const std::function<void()>& fn) ABSL_LOCKS_EXCLUDED(mu_) {
-    {
-      MutexLock lock(&mu_);
-      if (done_started_ || detached_ || finished_) return;
-      ++callouts_;
-    }
-    {
-      CalloutScope scope(this);
-      try {
-        fn();
-      } catch (...) {
-        // An observer cannot end or break the stream.
-      }
-    }
-    MutexLock lock(&mu_);
-    --callouts_;
-    cv_.SignalAll();
-    // The end was held back for this call: run it now, unless a deliverer
-    // is busy (it will).
-    if (done_waiting_ && callouts_ == CalloutScope::Depth(this) &&
-        !done_started_ && !detached_ && items_.empty() && !delivering_) {
-      delivering_ = true;
-      deliverer_ = std::this_thread::get_id();
-      RunDoneLocked();
-      delivering_ = false;
-      deliverer_ = std::thread::id();
-      cv_.SignalAll();
-    }
-  }
+  void Callout(const std::function<void()>& fn) ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Reader mode: waits for the next message; false once the stream ended.
-  bool Read(T* out) ABSL_LOCKS_EXCLUDED(mu_) {
-    bool space = false;
-    {
-      MutexLock lock(&mu_);
-      while (items_.empty() && !closed_ && !detached_) cv_.Wait(&mu_);
-      if (items_.empty()) return false;
-      *out = std::move(items_.front());
-      items_.pop_front();
-      ++delivered_;
-      space = TakeSpaceLocked();
-    }
-    if (space) owner_->OnQueueSpace();
-    return true;
-  }
+  // Reader mode: waits for the next message and moves it into `*out` (a
+  // T); false once the stream ended.
+  bool Read(void* out) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Reader mode: waits for the end, and for observer calls running on other
   // threads; no observer call starts after it returns.
-  absl::Status Finish() ABSL_LOCKS_EXCLUDED(mu_) {
-    MutexLock lock(&mu_);
-    const int own = CalloutScope::Depth(this);
-    while (!closed_ || callouts_ > own) cv_.Wait(&mu_);
-    finished_ = true;
-    return final_;
-  }
+  absl::Status Finish() ABSL_LOCKS_EXCLUDED(mu_);
 
   // No callback starts after this returns, and none is running on another
   // thread. From inside a callout, the calls of this thread are not waited
   // for (they return into the caller's frame).
-  void Detach() {
-    MutexLock lock(&mu_);
-    detached_ = true;
-    items_.clear();
-    cv_.SignalAll();
-    const int own = CalloutScope::Depth(this);
-    while (callouts_ > own) cv_.Wait(&mu_);
-  }
+  void Detach() ABSL_LOCKS_EXCLUDED(mu_);
 
   // Messages handed to the application so far.
-  std::uint64_t delivered() {
-    MutexLock lock(&mu_);
-    return delivered_;
-  }
+  std::uint64_t delivered() ABSL_LOCKS_EXCLUDED(mu_);
+
+  // For `MessageStore::DeliverFront` only: counts the message taken as
+  // delivered and drops the lock (telling the owner when a full queue got
+  // room).
+  void ReleaseForDelivery() ABSL_UNLOCK_FUNCTION(mu_);
 
  private:
+  // Hands the oldest message to the store's `on_message`; entered with the
+  // lock held, returns without it (the store drops it).
+  absl::Status DeliverOneLocked() ABSL_UNLOCK_FUNCTION(mu_)
+      ABSL_NO_THREAD_SAFETY_ANALYSIS;
+
   // Whether a full queue just got room (the producer should resume).
-  bool TakeSpaceLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (!full_ || items_.size() >= capacity_) return false;
-    full_ = false;
-    return true;
-  }
+  bool TakeSpaceLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Runs `on_done` once; called by the thread that is the deliverer. Drops
   // the lock while the callback runs.
-  void RunDoneLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    done_started_ = true;
-    absl::Status status = final_;
-    ++callouts_;
-    mu_.Unlock();
-    {
-      CalloutScope scope(this);
-      try {
-        on_done_(status);
-      } catch (...) {
-        // Nothing is left to tell.
-      }
-    }
-    mu_.Lock();
-    --callouts_;
-  }
+  void RunDoneLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::size_t capacity_;
-  const MessageFn on_message_;
+  MessageStore* const store_;  // guarded by mu_ (its contents)
   const DoneFn on_done_;
   DeliveryQueueOwner* const owner_;
   const bool callback_mode_;
 
   Mutex mu_;
   CondVar cv_;
-  CompactFifo<T> items_ ABSL_GUARDED_BY(mu_);
   bool full_ ABSL_GUARDED_BY(mu_) = false;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status final_ ABSL_GUARDED_BY(mu_);
@@ -349,6 +235,47 @@ class DeliveryQueue {
   // User calls running now (messages, the end, observer calls).
   int callouts_ ABSL_GUARDED_BY(mu_) = 0;
   std::uint64_t delivered_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// The messages of type `T` and the app's `on_message` (empty in reader
+// mode). Lives as long as its queue; every method runs under the queue's
+// lock (see `MessageStore`).
+template <class T>
+class TypedMessageStore : public MessageStore {
+ public:
+  using MessageFn = std::function<void(T&&)>;
+
+  explicit TypedMessageStore(MessageFn on_message)
+      : on_message_(std::move(on_message)) {}
+
+  bool empty() const final { return items_.empty(); }
+  std::size_t size() const final { return items_.size(); }
+  void Push(void* message) final {
+    items_.push_back(std::move(*static_cast<T*>(message)));
+  }
+  void PopInto(void* out) final {
+    *static_cast<T*>(out) = std::move(items_.front());
+    items_.pop_front();
+  }
+  void Clear() final { items_.clear(); }
+  bool has_on_message() const final { return static_cast<bool>(on_message_); }
+  absl::Status DeliverFront(DeliveryQueue& queue) final
+      ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    T message = std::move(items_.front());
+    items_.pop_front();
+    queue.ReleaseForDelivery();
+    CalloutScope scope(&queue);
+    try {
+      on_message_(std::move(message));
+    } catch (...) {
+      return CallbackThrew("on_message", std::current_exception());
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  const MessageFn on_message_;
+  CompactFifo<T> items_;
 };
 
 }  // namespace internal

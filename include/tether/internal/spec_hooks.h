@@ -5,6 +5,7 @@
 #ifndef TETHER_INTERNAL_SPEC_HOOKS_H_
 #define TETHER_INTERNAL_SPEC_HOOKS_H_
 
+#include <cstdint>
 #include <string>
 #include <utility>
 
@@ -91,30 +92,47 @@ absl::Status CheckServerResumeFields(const Spec& spec, const char* what) {
 }
 
 // Moves the position/cursor/resync fields of a checked spec into `hooks`
-// (not `resume`, which depends on the kind of stream).
-template <class Spec, class Hooks>
-void TakePositionFields(Spec& spec, Hooks& hooks) {
+// (not `resume`, which depends on the kind of stream), each wrapped to take
+// the type-erased `const void*` (a Response) the core passes.
+template <class Response, class Spec>
+void TakePositionFields(Spec& spec, StreamHooks& hooks) {
   if (spec.sequence_of) {
     hooks.position_name = "sequence_of";
-    hooks.position_of = [f = std::move(spec.sequence_of)](const auto& r)
+    hooks.position_of = [f = std::move(spec.sequence_of)](const void* r)
         -> absl::optional<Position> {
-      absl::optional<std::uint64_t> seq = f(r);
+      absl::optional<std::uint64_t> seq = f(*static_cast<const Response*>(r));
       if (!seq) return absl::nullopt;
       return Position::Item(*seq);
     };
   } else if (spec.position_of) {
-    hooks.position_of = [f = std::move(spec.position_of)](const auto& r)
-        -> absl::optional<Position> { return f(r); };
+    hooks.position_of = [f = std::move(spec.position_of)](const void* r)
+        -> absl::optional<Position> {
+      return f(*static_cast<const Response*>(r));
+    };
   }
   hooks.spacing = spec.spacing;
   hooks.deliver_progress = spec.deliver_progress;
   if (spec.trim_delivered || spec.cursor_of || spec.initial_cursor ||
       spec.resync_on_message || spec.resync_on_end || spec.resync) {
-    auto& rare = hooks.MutableRare();
-    rare.trim_delivered = std::move(spec.trim_delivered);
-    rare.cursor_of = std::move(spec.cursor_of);
+    StreamHooks::Rare& rare = hooks.MutableRare();
+    if (spec.trim_delivered) {
+      rare.trim_delivered = [f = std::move(spec.trim_delivered)](
+                                void* r, std::uint64_t at) {
+        f(*static_cast<Response*>(r), at);
+      };
+    }
+    if (spec.cursor_of) {
+      rare.cursor_of = [f = std::move(spec.cursor_of)](const void* r) {
+        return f(*static_cast<const Response*>(r));
+      };
+    }
     rare.initial_cursor = std::move(spec.initial_cursor);
-    rare.resync_on_message = std::move(spec.resync_on_message);
+    if (spec.resync_on_message) {
+      rare.resync_on_message = [f = std::move(spec.resync_on_message)](
+                                   const void* r) {
+        return f(*static_cast<const Response*>(r));
+      };
+    }
     rare.resync_on_end = std::move(spec.resync_on_end);
     rare.resync = std::move(spec.resync);
   }

@@ -185,20 +185,11 @@ class ReconnectingBidiStream {
             "BidiStreamSpec.start is empty (and no attempt_factory was "
             "given)");
       }
-      typename internal::GrpcBidiAttemptFactory<Request, Response>::ConfigureFn
-          configure;
-      if (spec.configure_context || spec.configure_attempt) {
-        configure = [old = std::move(spec.configure_context),
-                     fresh = std::move(spec.configure_attempt)](
-                        grpc::ClientContext& context,
-                        const AttemptInfo& info) {
-          if (old) old(context);
-          if (fresh) fresh(context, info);
-        };
-      }
-      spec.attempt_factory = std::make_shared<
-          internal::GrpcBidiAttemptFactory<Request, Response>>(
-          std::move(spec.start), std::move(configure));
+      spec.attempt_factory =
+          std::make_shared<internal::GrpcBidiAttemptFactory<Request, Response>>(
+              std::move(spec.start),
+              internal::CombineConfigure(std::move(spec.configure_context),
+                                         std::move(spec.configure_attempt)));
     }
     if (!spec.open_requests) {
       return absl::InvalidArgumentError(

@@ -249,19 +249,11 @@ class ReconnectingStream {
         return absl::InvalidArgumentError(
             "StreamSpec.start is empty (and no attempt_factory was given)");
       }
-      internal::ConfigureAttemptFn configure;
-      if (spec.configure_context || spec.configure_attempt) {
-        configure = [old = std::move(spec.configure_context),
-                     fresh = std::move(spec.configure_attempt)](
-                        grpc::ClientContext& context,
-                        const AttemptInfo& info) {
-          if (old) old(context);
-          if (fresh) fresh(context, info);
-        };
-      }
       spec.attempt_factory =
           internal::MakeGrpcReadAttemptFactory<Request, Response>(
-              spec.start, std::move(configure));
+              spec.start,
+              internal::CombineConfigure(std::move(spec.configure_context),
+                                         std::move(spec.configure_attempt)));
     }
     s = internal::CheckPositionFields(spec, "StreamSpec");
     if (!s.ok()) return s;

@@ -146,6 +146,15 @@ struct ReconnectingStreamOptions {
   // Seed of the stream's random source (jitter). Default 0: seeded from
   // entropy. Tests pass a fixed seed for repeatable delays.
   std::uint64_t random_seed = 0;
+
+  // Out of line (stream_options.cc): a user translation unit does not
+  // compile the copies and destructor of every field (issue 12).
+  ReconnectingStreamOptions();
+  ~ReconnectingStreamOptions();
+  ReconnectingStreamOptions(const ReconnectingStreamOptions&);
+  ReconnectingStreamOptions(ReconnectingStreamOptions&&) noexcept;
+  ReconnectingStreamOptions& operator=(const ReconnectingStreamOptions&);
+  ReconnectingStreamOptions& operator=(ReconnectingStreamOptions&&) noexcept;
 };
 
 // Counters of one stream, from `ReconnectingStream::stats()`.

@@ -4,9 +4,9 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <stdexcept>
 #include <thread>
 #include <utility>
-#include <stdexcept>
 #include <vector>
 
 #include "absl/strings/str_cat.h"

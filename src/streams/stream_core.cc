@@ -41,10 +41,46 @@
 namespace tether {
 namespace internal {
 
+StreamHooks::Rare::Rare() = default;
+StreamHooks::Rare::~Rare() = default;
+StreamHooks::StreamHooks() = default;
+StreamHooks::~StreamHooks() = default;
+StreamHooks::StreamHooks(StreamHooks&&) noexcept = default;
+StreamHooks& StreamHooks::operator=(StreamHooks&&) noexcept = default;
+
 const StreamHooks::Rare& StreamHooks::rare_or_none() const {
   static const Rare* const kNone = new Rare();
   return rare != nullptr ? *rare : *kNone;
 }
+
+// The core's record of one attempt (declared in stream_core.h, opaque
+// there). Guarded by its core's lock.
+struct AttemptRecord {
+  AttemptInfo info;
+  std::shared_ptr<Attempt> handle;
+  absl::Time started;
+  absl::optional<BreakerGate::Ticket> ticket;
+  PositionGate::Cursor cursor;
+  // Opaque cursors: while catching up after a resume, messages whose
+  // cursor the stream delivered after index `cursor_from` are replays.
+  bool catching_up = false;
+  std::uint64_t cursor_from = 0;
+  Clock::TimerId settle_timer = 0;
+  Clock::TimerId stall_timer = 0;
+  Clock::TimerId open_timer = 0;
+  absl::Time last_activity;  // start, then each message
+  bool live = true;          // OnDone not seen yet
+  bool cancel_requested = false;
+  bool got_message = false;
+  bool progressed = false;  // delivered a new message
+  bool healthy = false;     // a message, or open and connected to settle
+  bool paused = false;      // reading stopped: the app's queue is full
+  bool draining = false;    // its connection announced a drain
+  bool stalled = false;     // nothing arrived for `stall_timeout`
+  RetryPushback pushback;   // the server's, from the end's trailers
+  // Whether the stream is moving off this attempt (make before break).
+  bool leaving() const { return draining || stalled; }
+};
 
 namespace {
 
@@ -178,32 +214,7 @@ class StreamCoreImpl final
     kFinishing,  // the end is decided; waiting for live attempts to end
   };
 
-  struct AttemptRec {
-    AttemptInfo info;
-    std::shared_ptr<Attempt> handle;
-    absl::Time started;
-    absl::optional<BreakerGate::Ticket> ticket;
-    PositionGate::Cursor cursor;
-    // Opaque cursors: while catching up after a resume, messages whose
-    // cursor the stream delivered after index `cursor_from` are replays.
-    bool catching_up = false;
-    std::uint64_t cursor_from = 0;
-    Clock::TimerId settle_timer = 0;
-    Clock::TimerId stall_timer = 0;
-    Clock::TimerId open_timer = 0;
-    absl::Time last_activity;  // start, then each message
-    bool live = true;  // OnDone not seen yet
-    bool cancel_requested = false;
-    bool got_message = false;
-    bool progressed = false;  // delivered a new message
-    bool healthy = false;     // a message, or open and connected to settle
-    bool paused = false;      // reading stopped: the app's queue is full
-    bool draining = false;    // its connection announced a drain
-    bool stalled = false;     // nothing arrived for `stall_timeout`
-    RetryPushback pushback;   // the server's, from the end's trailers
-    // Whether the stream is moving off this attempt (make before break).
-    bool leaving() const { return draining || stalled; }
-  };
+  using AttemptRec = AttemptRecord;
 
   // What a locked section decided: observer calls (`user`, run through the
   // delivery queue's gate, first) and everything else (`internal`).
@@ -212,25 +223,7 @@ class StreamCoreImpl final
     Deferred internal;
   };
 
-  class Listener final : public AttemptSink {
-   public:
-    Listener(std::shared_ptr<StreamCoreImpl> core,
-             std::shared_ptr<AttemptRec> rec)
-        : core_(std::move(core)), rec_(std::move(rec)) {}
-    bool OnMessage(void* response) override {
-      return core_->OnMessage(rec_, response);
-    }
-    // Keeps the stream alive until the attempt drops its listener: the
-    // attempt decides on which thread that last release happens (never a
-    // gRPC callback thread; see GrpcReadAttempt::OnDone).
-    void OnEnd(const absl::Status& status, const Metadata& trailers) override {
-      core_->OnAttemptDone(rec_, status, trailers);
-    }
-
-   private:
-    std::shared_ptr<StreamCoreImpl> core_;
-    std::shared_ptr<AttemptRec> rec_;
-  };
+  friend class ::tether::internal::AttemptSink;
 
   StreamCoreImpl(std::shared_ptr<ConnectionSource> source,
                  std::unique_ptr<StreamParts> parts, Hooks hooks,
@@ -412,14 +405,13 @@ class StreamCoreImpl final
         AbandonStartLocked(*pick, ticket, w);
         // A resync that ended while this start ran found it in flight and
         // left the next start to it.
-        if (epoch != resync_epoch_ && phase_ == Phase::kRunning &&
-            !current_) {
+        if (epoch != resync_epoch_ && phase_ == Phase::kRunning && !current_) {
           BeginStartLocked(AttemptReason::kReopen, w);
         }
       } else {
         CommitStartLocked(reason, *std::move(pick), std::move(ticket),
-                          std::move(request), resume && has_state,
-                          state.last, cursor_from, w);
+                          std::move(request), resume && has_state, state.last,
+                          cursor_from, w);
       }
     }
     Flush(w);
@@ -433,16 +425,16 @@ class StreamCoreImpl final
     RecordLater(ticket, BreakerGate::kIgnored, absl::OkStatus(), w);
     auto self = this->shared_from_this();
     const std::uint64_t id = pick.connection_id;
-    w.internal.Add([self, id] { self->source_->Release(id, self->WeakListener()); });
+    w.internal.Add(
+        [self, id] { self->source_->Release(id, self->WeakListener()); });
     MaybeFinalizeLocked();
   }
 
   void CommitStartLocked(AttemptReason reason, ConnectionPick pick,
                          absl::optional<BreakerGate::Ticket> ticket,
                          std::shared_ptr<void> request, bool resumed,
-                         std::uint64_t after,
-                         std::uint64_t cursor_from, Work& w)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+                         std::uint64_t after, std::uint64_t cursor_from,
+                         Work& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     starting_ = false;
     migration_retry_delay_ = absl::ZeroDuration();
     auto rec = std::make_shared<AttemptRec>();
@@ -469,10 +461,9 @@ class StreamCoreImpl final
       ++stats_.migrations;
       ArmHandoffTimerLocked(rec);
     } else {
-      rec->info.reason =
-          reason == AttemptReason::kFirst && stats_.attempts == 1
-              ? AttemptReason::kFirst
-              : AttemptReason::kReopen;
+      rec->info.reason = reason == AttemptReason::kFirst && stats_.attempts == 1
+                             ? AttemptReason::kFirst
+                             : AttemptReason::kReopen;
     }
     current_ = rec;
     ++live_attempts_;
@@ -484,10 +475,9 @@ class StreamCoreImpl final
     auto self = this->shared_from_this();
     w.internal.Add([self, rec, info, pick = std::move(pick),
                     request = std::move(request)]() {
-      auto listener = std::make_shared<Listener>(self, rec);
       std::shared_ptr<Attempt> handle = self->parts_->StartAttempt(
           pick, info, request ? request.get() : self->parts_->request(),
-          std::move(listener));
+          AttemptSink(self, rec));
       self->OnAttemptHandle(rec, std::move(handle));
     });
     // The replacement landed on a connection that drained meanwhile.
@@ -507,16 +497,16 @@ class StreamCoreImpl final
       if (current_->stalled) {
         // The stream is failing (its attempt went silent): a move that
         // cannot start is one more failed attempt, within the budget.
-        FailedWhileLiveLocked(budget_.failing() ? budget_.failing_since()
-                                                : clock_->Now(),
-                              status, w);
+        FailedWhileLiveLocked(
+            budget_.failing() ? budget_.failing_since() : clock_->Now(), status,
+            w);
         return;
       }
       // A migration could not start: stay on the draining attempt and try
       // again later (it keeps delivering meanwhile).
-      migration_retry_delay_ =
-          std::min(absl::Seconds(5), std::max(absl::Milliseconds(100),
-                                              2 * migration_retry_delay_));
+      migration_retry_delay_ = std::min(
+          absl::Seconds(5),
+          std::max(absl::Milliseconds(100), 2 * migration_retry_delay_));
       ArmMigrationTimerLocked(
           refused ? std::max(breaker_wait, migration_retry_delay_)
                   : migration_retry_delay_);
@@ -652,7 +642,8 @@ class StreamCoreImpl final
           "tether: attempt ", rec->info.attempt, " received nothing for ",
           absl::FormatDuration(silent), " (stall_timeout)"));
       AttemptInfo info = rec->info;
-      Notify(w, [info, silent](StreamObserver& o) { o.OnStalled(info, silent); });
+      Notify(w,
+             [info, silent](StreamObserver& o) { o.OnStalled(info, silent); });
       ReportEndLater(*rec, stall, w);
       RecordLater(rec->ticket, BreakerGate::kFailure, stall, w);
       if (rec == old_) {  // the fallback went silent: the replacement runs
@@ -822,7 +813,8 @@ class StreamCoreImpl final
 
   // Moves off a draining connection, make before break. `now`: the jitter
   // (if any) has been waited out.
-  void MaybeMigrateLocked(bool now, Work& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  void MaybeMigrateLocked(bool now, Work& w)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (phase_ != Phase::kRunning || starting_) return;
     if (!current_ || !current_->live || current_->cancel_requested ||
         !current_->leaving()) {
@@ -937,16 +929,15 @@ class StreamCoreImpl final
           EndLocked(threw, w);
           more = false;
         } else if (resync) {
-          BeginResyncLocked(
-              absl::FailedPreconditionError(absl::StrCat(
-                  "tether: attempt ", rec->info.attempt,
-                  " received a message that asks for a resync "
-                  "(resync_on_message)")),
-              w);
+          BeginResyncLocked(absl::FailedPreconditionError(absl::StrCat(
+                                "tether: attempt ", rec->info.attempt,
+                                " received a message that asks for a resync "
+                                "(resync_on_message)")),
+                            w);
           more = false;
         } else {
-          more = AcceptLocked(rec, pos, cursor, trimmed_at, response,
-                              &trim_at, w);
+          more =
+              AcceptLocked(rec, pos, cursor, trimmed_at, response, &trim_at, w);
         }
       }
       Flush(w);
@@ -966,10 +957,11 @@ class StreamCoreImpl final
   bool AcceptLocked(const std::shared_ptr<AttemptRec>& rec,
                     const absl::optional<Position>& pos,
                     const absl::optional<std::string>& cursor,
-                    absl::optional<std::uint64_t> trimmed_at,
-                    void* response, absl::optional<std::uint64_t>* trim_at,
-                    Work& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (stall_timeout_ > absl::ZeroDuration()) rec->last_activity = clock_->Now();
+                    absl::optional<std::uint64_t> trimmed_at, void* response,
+                    absl::optional<std::uint64_t>* trim_at, Work& w)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (stall_timeout_ > absl::ZeroDuration())
+      rec->last_activity = clock_->Now();
     if (!rec->got_message) {
       rec->got_message = true;
       AttemptInfo info = rec->info;
@@ -1206,8 +1198,8 @@ class StreamCoreImpl final
     if (rec != current_) return;  // a retiring attempt
     if (by_client) {
       // Only an ending stream cancels its current attempt; be safe anyway.
-      ArmReopenTimerLocked(budget_.AfterProgress(absl::BitGenRef(gen_)),
-                           status, w);
+      ArmReopenTimerLocked(budget_.AfterProgress(absl::BitGenRef(gen_)), status,
+                           w);
       return;
     }
     if (cls == EndClass::kDrain && !rec->draining) {
@@ -1245,8 +1237,8 @@ class StreamCoreImpl final
         *rec, rec->progressed
                   ? absl::StatusOr<absl::Duration>(
                         budget_.AfterProgress(absl::BitGenRef(gen_)))
-                  : budget_.OnFailure(clock_->Now(), FailingSince(*rec),
-                                      status, absl::BitGenRef(gen_)));
+                  : budget_.OnFailure(clock_->Now(), FailingSince(*rec), status,
+                                      absl::BitGenRef(gen_)));
     if (!delay.ok()) {
       GiveUpLocked(delay.status(), w);
       return;
@@ -1391,8 +1383,8 @@ class StreamCoreImpl final
           absl::DeadlineExceededError(absl::StrCat(
               "tether: resync did not call done within "
               "max_time_without_progress (",
-              absl::FormatDuration(max_time_), "); resync was needed because: ",
-              resync_why_.ToString())),
+              absl::FormatDuration(max_time_),
+              "); resync was needed because: ", resync_why_.ToString())),
           w);
     }
     Flush(w);
@@ -1483,7 +1475,8 @@ class StreamCoreImpl final
     queue_.Close(final_);
   }
 
-  void CancelTimerLocked(Clock::TimerId& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  void CancelTimerLocked(Clock::TimerId& id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (id != 0) clock_->Cancel(id);
     id = 0;
   }
@@ -1540,7 +1533,7 @@ class StreamCoreImpl final
   std::vector<std::uint64_t> drained_during_start_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<AttemptRec> current_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<AttemptRec> old_ ABSL_GUARDED_BY(mu_);  // the fallback
-  int live_attempts_ ABSL_GUARDED_BY(mu_) = 0;  // incl. retiring ones
+  int live_attempts_ ABSL_GUARDED_BY(mu_) = 0;            // incl. retiring ones
   Clock::TimerId timer_tokens_ ABSL_GUARDED_BY(mu_) = 0;
   Clock::TimerId reopen_timer_ ABSL_GUARDED_BY(mu_) = 0;
   Clock::TimerId reopen_timer_token_ ABSL_GUARDED_BY(mu_) = 0;
@@ -1555,6 +1548,21 @@ class StreamCoreImpl final
 };
 
 }  // namespace
+
+AttemptSink::AttemptSink(std::shared_ptr<StreamCore> core,
+                         std::shared_ptr<AttemptRecord> rec)
+    : core_(std::move(core)), rec_(std::move(rec)) {}
+AttemptSink::~AttemptSink() = default;
+AttemptSink::AttemptSink(AttemptSink&&) noexcept = default;
+
+bool AttemptSink::OnMessage(void* response) {
+  return static_cast<StreamCoreImpl*>(core_.get())->OnMessage(rec_, response);
+}
+
+void AttemptSink::OnEnd(const absl::Status& status, const Metadata& trailers) {
+  static_cast<StreamCoreImpl*>(core_.get())
+      ->OnAttemptDone(rec_, status, trailers);
+}
 
 absl::StatusOr<std::shared_ptr<StreamCore>> StreamCore::Create(
     std::shared_ptr<ConnectionSource> source,

@@ -10,6 +10,17 @@
 
 namespace tether {
 
+ReconnectingStreamOptions::ReconnectingStreamOptions() = default;
+ReconnectingStreamOptions::~ReconnectingStreamOptions() = default;
+ReconnectingStreamOptions::ReconnectingStreamOptions(
+    const ReconnectingStreamOptions&) = default;
+ReconnectingStreamOptions::ReconnectingStreamOptions(
+    ReconnectingStreamOptions&&) noexcept = default;
+ReconnectingStreamOptions& ReconnectingStreamOptions::operator=(
+    const ReconnectingStreamOptions&) = default;
+ReconnectingStreamOptions& ReconnectingStreamOptions::operator=(
+    ReconnectingStreamOptions&&) noexcept = default;
+
 absl::Status Validate(const ReconnectingStreamOptions& o) {
   if (o.reopen_after_progress_jitter < absl::ZeroDuration() ||
       o.reopen_after_progress_jitter == absl::InfiniteDuration()) {

@@ -203,8 +203,8 @@ class DeliveryQueue {
  private:
   // Hands the oldest message to the store's `on_message`; entered with the
   // lock held, returns without it (the store drops it).
-  absl::Status DeliverOneLocked() ABSL_UNLOCK_FUNCTION(mu_)
-      ABSL_NO_THREAD_SAFETY_ANALYSIS;
+  absl::Status DeliverOneLocked()
+      ABSL_UNLOCK_FUNCTION(mu_) ABSL_NO_THREAD_SAFETY_ANALYSIS;
 
   // Whether a full queue just got room (the producer should resume).
   bool TakeSpaceLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

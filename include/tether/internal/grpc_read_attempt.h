@@ -21,29 +21,22 @@ namespace tether {
 namespace internal {
 
 // The status with its error details (`grpc-status-details-bin`) as the
-// payload `kStatusDetailsPayloadUrl`.
-inline absl::Status ToAbslStatus(const grpc::Status& s) {
-  absl::Status out(static_cast<absl::StatusCode>(s.error_code()),
-                   s.error_message());
-  if (!out.ok() && !s.error_details().empty()) {
-    out.SetPayload(kStatusDetailsPayloadUrl, absl::Cord(s.error_details()));
-  }
-  return out;
-}
+// payload `kStatusDetailsPayloadUrl`. (Compiled in the library, as is
+// everything here that does not depend on a message type: issue 12.)
+absl::Status ToAbslStatus(const grpc::Status& s);
 
 // A call's trailing metadata, copied out of gRPC's buffers.
-inline Metadata TrailersOf(const grpc::ClientContext& context) {
-  Metadata out;
-  for (const auto& kv : context.GetServerTrailingMetadata()) {
-    out.emplace(std::string(kv.first.data(), kv.first.size()),
-                std::string(kv.second.data(), kv.second.size()));
-  }
-  return out;
-}
+Metadata TrailersOf(const grpc::ClientContext& context);
 
 // Sets up one attempt's context: the user's per-attempt hook.
 using ConfigureAttemptFn =
     std::function<void(grpc::ClientContext&, const AttemptInfo&)>;
+
+// One hook that runs `context_only` (a spec's `configure_context`), then
+// `with_info` (its `configure_attempt`); empty when both are.
+ConfigureAttemptFn CombineConfigure(
+    std::function<void(grpc::ClientContext&)> context_only,
+    ConfigureAttemptFn with_info);
 
 // Drops `ref` on a thread tether owns (one per process, started on first
 // use), never on the caller's. gRPC 1.51 tears down its shared callback

@@ -10,85 +10,66 @@
 #include <utility>
 
 #include "absl/status/status.h"
-#include "absl/strings/str_cat.h"
 #include "tether/internal/stream_core.h"
 #include "tether/position.h"
 
 namespace tether {
 namespace internal {
 
+// Which position/cursor/resync fields a spec sets (StreamSpec and
+// BidiStreamSpec share their names). The checks below are compiled in the
+// library, not in every user translation unit (issue 12).
+struct PositionFields {
+  bool sequence_of = false;
+  bool position_of = false;
+  bool cursor_of = false;
+  bool trim_delivered = false;
+  bool deliver_progress = false;
+  bool sparse = false;  // spacing other than kDense
+  bool initial_cursor = false;
+  bool resync_on_message = false;
+  bool resync_on_end = false;
+  bool resync = false;
+};
+
+template <class Spec>
+PositionFields PositionFieldsOf(const Spec& spec) {
+  PositionFields f;
+  f.sequence_of = static_cast<bool>(spec.sequence_of);
+  f.position_of = static_cast<bool>(spec.position_of);
+  f.cursor_of = static_cast<bool>(spec.cursor_of);
+  f.trim_delivered = static_cast<bool>(spec.trim_delivered);
+  f.deliver_progress = spec.deliver_progress;
+  f.sparse = spec.spacing != PositionSpacing::kDense;
+  f.initial_cursor = spec.initial_cursor.has_value();
+  f.resync_on_message = static_cast<bool>(spec.resync_on_message);
+  f.resync_on_end = static_cast<bool>(spec.resync_on_end);
+  f.resync = static_cast<bool>(spec.resync);
+  return f;
+}
+
 // INVALID_ARGUMENT naming the spec (`what`) and the fields at fault, for:
-// more than one of sequence_of/position_of/cursor_of; a resume hook missing
-// (or present without its reader); trim_delivered or deliver_progress or
-// spacing without position_of; initial_cursor without cursor_of; resync
-// without a trigger, a trigger without resync, or resync with cursors.
+// more than one of sequence_of/position_of/cursor_of; trim_delivered or
+// deliver_progress or spacing without position_of; initial_cursor without
+// cursor_of; resync without a trigger, a trigger without resync, or resync
+// with cursors.
+absl::Status CheckPositionFields(const PositionFields& f, const char* what);
+
 template <class Spec>
 absl::Status CheckPositionFields(const Spec& spec, const char* what) {
-  const int readers = (spec.sequence_of ? 1 : 0) + (spec.position_of ? 1 : 0) +
-                      (spec.cursor_of ? 1 : 0);
-  if (readers > 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, ": set at most one of sequence_of, position_of and cursor_of"));
-  }
-  if (spec.trim_delivered && !spec.position_of) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, ".trim_delivered needs position_of (batches)"));
-  }
-  if (spec.deliver_progress && !spec.position_of) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, ".deliver_progress needs position_of (progress notices)"));
-  }
-  if (spec.spacing != PositionSpacing::kDense && !spec.position_of) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, ".spacing needs position_of"));
-  }
-  if (spec.initial_cursor && !spec.cursor_of) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, ".initial_cursor needs cursor_of"));
-  }
-  const bool trigger = spec.resync_on_message || spec.resync_on_end;
-  if (spec.resync && !trigger) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, ".resync is set but neither resync_on_message nor "
-              "resync_on_end says when to call it"));
-  }
-  if (trigger && !spec.resync) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, ".", spec.resync_on_message ? "resync_on_message" : "resync_on_end",
-        " is set but resync is empty"));
-  }
-  if (spec.resync && !spec.sequence_of && !spec.position_of) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, ".resync needs integer positions (sequence_of or position_of): "
-              "it gives the position to resume after"));
-  }
-  return absl::OkStatus();
+  return CheckPositionFields(PositionFieldsOf(spec), what);
 }
 
 // Server streams: the resume hooks (resume_after / resume_from_cursor) go
 // with their readers. Bidi streams resume through open_requests instead.
+absl::Status CheckServerResumeFields(const PositionFields& f, bool resume_after,
+                                     bool resume_from_cursor, const char* what);
+
 template <class Spec>
 absl::Status CheckServerResumeFields(const Spec& spec, const char* what) {
-  if ((spec.sequence_of || spec.position_of) && !spec.resume_after) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, ".", spec.sequence_of ? "sequence_of" : "position_of",
-        " is set but resume_after is empty: a reopen could not resume"));
-  }
-  if (!spec.sequence_of && !spec.position_of && spec.resume_after) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, ".resume_after is set but sequence_of and position_of are "
-              "empty"));
-  }
-  if (spec.cursor_of && !spec.resume_from_cursor) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, ".cursor_of is set but resume_from_cursor is empty: a "
-              "reopen could not resume"));
-  }
-  if (!spec.cursor_of && spec.resume_from_cursor) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, ".resume_from_cursor is set but cursor_of is empty"));
-  }
-  return absl::OkStatus();
+  return CheckServerResumeFields(
+      PositionFieldsOf(spec), static_cast<bool>(spec.resume_after),
+      static_cast<bool>(spec.resume_from_cursor), what);
 }
 
 // Moves the position/cursor/resync fields of a checked spec into `hooks`
@@ -98,15 +79,15 @@ template <class Response, class Spec>
 void TakePositionFields(Spec& spec, StreamHooks& hooks) {
   if (spec.sequence_of) {
     hooks.position_name = "sequence_of";
-    hooks.position_of = [f = std::move(spec.sequence_of)](const void* r)
-        -> absl::optional<Position> {
+    hooks.position_of = [f = std::move(spec.sequence_of)](
+                            const void* r) -> absl::optional<Position> {
       absl::optional<std::uint64_t> seq = f(*static_cast<const Response*>(r));
       if (!seq) return absl::nullopt;
       return Position::Item(*seq);
     };
   } else if (spec.position_of) {
-    hooks.position_of = [f = std::move(spec.position_of)](const void* r)
-        -> absl::optional<Position> {
+    hooks.position_of = [f = std::move(spec.position_of)](
+                            const void* r) -> absl::optional<Position> {
       return f(*static_cast<const Response*>(r));
     };
   }
@@ -128,10 +109,10 @@ void TakePositionFields(Spec& spec, StreamHooks& hooks) {
     }
     rare.initial_cursor = std::move(spec.initial_cursor);
     if (spec.resync_on_message) {
-      rare.resync_on_message = [f = std::move(spec.resync_on_message)](
-                                   const void* r) {
-        return f(*static_cast<const Response*>(r));
-      };
+      rare.resync_on_message =
+          [f = std::move(spec.resync_on_message)](const void* r) {
+            return f(*static_cast<const Response*>(r));
+          };
     }
     rare.resync_on_end = std::move(spec.resync_on_end);
     rare.resync = std::move(spec.resync);

@@ -69,8 +69,7 @@ struct StreamHooks {
   struct Rare {
     std::function<void(void* response, std::uint64_t)> trim_delivered;
     // Opaque cursors (instead of `position_of`); nullopt: a control message.
-    std::function<absl::optional<std::string>(const void* response)>
-        cursor_of;
+    std::function<absl::optional<std::string>(const void* response)> cursor_of;
     absl::optional<std::string> initial_cursor;
     std::function<bool(const void* response)> resync_on_message;
     std::function<bool(const absl::Status&)> resync_on_end;
@@ -78,6 +77,9 @@ struct StreamHooks {
     // Internal (not app code): runs under the core's lock once the end is
     // decided. Must not call back into the core.
     std::function<void()> on_end_decided;
+
+    Rare();
+    ~Rare();
   };
   std::unique_ptr<Rare> rare;  // null: every field of Rare is empty
 
@@ -86,38 +88,56 @@ struct StreamHooks {
     return *rare;
   }
   const Rare& rare_or_none() const;  // *rare, or a Rare with nothing set
+
+  // Out of line (stream_core.cc), like everything without a message type.
+  StreamHooks();
+  ~StreamHooks();
+  StreamHooks(StreamHooks&&) noexcept;
+  StreamHooks& operator=(StreamHooks&&) noexcept;
 };
+
+class StreamCore;
+struct AttemptRecord;  // the core's record of one attempt (stream_core.cc)
 
 // The core's side of one attempt: what a typed `AttemptListener` forwards
 // to. Same contract as `AttemptListener` (one call at a time, `OnEnd` once,
-// last).
-class AttemptSink {
+// last). Keeps the stream alive until the attempt drops its listener: the
+// attempt decides on which thread that last release happens (never a gRPC
+// callback thread; see GrpcReadAttempt::OnDone).
+class AttemptSink final {
  public:
-  virtual ~AttemptSink() = default;
+  AttemptSink(std::shared_ptr<StreamCore> core,
+              std::shared_ptr<AttemptRecord> rec);
+  ~AttemptSink();
+  AttemptSink(AttemptSink&&) noexcept;
   // `*response` (the stream's Response) may be moved from. Returns whether
   // the attempt may read on.
-  virtual bool OnMessage(void* response) = 0;
-  virtual void OnEnd(const absl::Status& status, const Metadata& trailers) = 0;
+  bool OnMessage(void* response);
+  void OnEnd(const absl::Status& status, const Metadata& trailers);
+
+ private:
+  std::shared_ptr<StreamCore> core_;
+  std::shared_ptr<AttemptRecord> rec_;
 };
 
-// The typed listener an attempt factory is given: forwards to the core.
+// The typed listener an attempt factory is given: forwards to the core (one
+// allocation per attempt, the sink held by value).
 template <class Response>
 class SinkListener final : public AttemptListener<Response> {
  public:
-  explicit SinkListener(std::shared_ptr<AttemptSink> sink)
-      : sink_(std::move(sink)) {}
+  explicit SinkListener(AttemptSink sink) : sink_(std::move(sink)) {}
   bool OnMessage(Response&& response) override {
-    return sink_->OnMessage(&response);
+    return sink_.OnMessage(&response);
   }
   void OnDone(const absl::Status& status) override {
-    sink_->OnEnd(status, Metadata());
+    sink_.OnEnd(status, Metadata());
   }
   void OnEnd(const absl::Status& status, const Metadata& trailers) override {
-    sink_->OnEnd(status, trailers);
+    sink_.OnEnd(status, trailers);
   }
 
  private:
-  std::shared_ptr<AttemptSink> sink_;
+  AttemptSink sink_;
 };
 
 // The typed side of one stream, owned by its core: the request every
@@ -134,7 +154,7 @@ class StreamParts {
   // Starts one attempt with `request` (a Request, valid for the call).
   virtual std::shared_ptr<Attempt> StartAttempt(
       const ConnectionPick& connection, const AttemptInfo& info,
-      const void* request, std::shared_ptr<AttemptSink> sink) = 0;
+      const void* request, AttemptSink sink) = 0;
   // The messages read ahead, and the app's `on_message`.
   virtual MessageStore* store() = 0;
 };
@@ -154,9 +174,10 @@ class TypedStreamParts final : public StreamParts,
   std::shared_ptr<void> CopyRequest() const override {
     return std::make_shared<Request>(request_);
   }
-  std::shared_ptr<Attempt> StartAttempt(
-      const ConnectionPick& connection, const AttemptInfo& info,
-      const void* request, std::shared_ptr<AttemptSink> sink) override {
+  std::shared_ptr<Attempt> StartAttempt(const ConnectionPick& connection,
+                                        const AttemptInfo& info,
+                                        const void* request,
+                                        AttemptSink sink) override {
     return factory_->StartAttempt(
         connection, info, *static_cast<const Request*>(request),
         std::make_shared<SinkListener<Response>>(std::move(sink)));

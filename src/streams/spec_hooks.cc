@@ -1,0 +1,83 @@
+// Copyright 2026 The tether Authors. Licensed under the Apache License 2.0.
+#include "tether/internal/spec_hooks.h"
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace tether {
+namespace internal {
+
+absl::Status CheckPositionFields(const PositionFields& spec, const char* what) {
+  const int readers = (spec.sequence_of ? 1 : 0) + (spec.position_of ? 1 : 0) +
+                      (spec.cursor_of ? 1 : 0);
+  if (readers > 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": set at most one of sequence_of, position_of and cursor_of"));
+  }
+  if (spec.trim_delivered && !spec.position_of) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ".trim_delivered needs position_of (batches)"));
+  }
+  if (spec.deliver_progress && !spec.position_of) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ".deliver_progress needs position_of (progress notices)"));
+  }
+  if (spec.sparse && !spec.position_of) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ".spacing needs position_of"));
+  }
+  if (spec.initial_cursor && !spec.cursor_of) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ".initial_cursor needs cursor_of"));
+  }
+  const bool trigger = spec.resync_on_message || spec.resync_on_end;
+  if (spec.resync && !trigger) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what,
+                     ".resync is set but neither resync_on_message nor "
+                     "resync_on_end says when to call it"));
+  }
+  if (trigger && !spec.resync) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ".",
+        spec.resync_on_message ? "resync_on_message" : "resync_on_end",
+        " is set but resync is empty"));
+  }
+  if (spec.resync && !spec.sequence_of && !spec.position_of) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what,
+        ".resync needs integer positions (sequence_of or position_of): "
+        "it gives the position to resume after"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckServerResumeFields(const PositionFields& spec,
+                                     bool resume_after, bool resume_from_cursor,
+                                     const char* what) {
+  if ((spec.sequence_of || spec.position_of) && !resume_after) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ".", spec.sequence_of ? "sequence_of" : "position_of",
+        " is set but resume_after is empty: a reopen could not resume"));
+  }
+  if (!spec.sequence_of && !spec.position_of && resume_after) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what,
+                     ".resume_after is set but sequence_of and position_of are "
+                     "empty"));
+  }
+  if (spec.cursor_of && !resume_from_cursor) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what,
+                     ".cursor_of is set but resume_from_cursor is empty: a "
+                     "reopen could not resume"));
+  }
+  if (!spec.cursor_of && resume_from_cursor) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ".resume_from_cursor is set but cursor_of is empty"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace internal
+}  // namespace tether

@@ -5,8 +5,11 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "tether/internal/grpc_read_attempt.h"
 #include "tether/internal/mutex.h"
+#include "tether/internal/release_barrier.h"
 
 namespace tether {
 namespace internal {
@@ -46,12 +49,41 @@ class Releaser {
   std::vector<std::shared_ptr<void>> queue_ ABSL_GUARDED_BY(mu_);
 };
 
+Releaser& TheReleaser() {
+  // Never destroyed: its thread may still run at exit.
+  static Releaser* const releaser = new Releaser();
+  return *releaser;
+}
+
 }  // namespace
 
 void ReleaseOffGrpcThread(std::shared_ptr<void> ref) {
-  // Never destroyed: its thread may still run at exit.
-  static Releaser* const releaser = new Releaser();
-  releaser->Release(std::move(ref));
+  TheReleaser().Release(std::move(ref));
+}
+
+bool WaitForReleases(absl::Duration timeout) {
+  // A marker queued behind everything released so far: the queue is a
+  // FIFO, dropped in order, so once the marker is dropped so is all before
+  // it.
+  struct Done {
+    Mutex mu;
+    CondVar cv;
+    bool done ABSL_GUARDED_BY(mu) = false;
+  };
+  auto done = std::make_shared<Done>();
+  TheReleaser().Release(std::shared_ptr<void>(nullptr, [done](void*) {
+    MutexLock lock(&done->mu);
+    done->done = true;
+    done->cv.SignalAll();
+  }));
+  const absl::Time deadline = absl::Now() + timeout;
+  MutexLock lock(&done->mu);
+  while (!done->done) {
+    const absl::Duration left = deadline - absl::Now();
+    if (left <= absl::ZeroDuration()) break;
+    done->cv.WaitWithTimeout(&done->mu, left);
+  }
+  return done->done;
 }
 
 }  // namespace internal

@@ -5,6 +5,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -18,6 +19,7 @@
 #include "support/tls_certs.h"
 #include "tether/classification.h"
 #include "tether/connection_pool.h"
+#include "tether/internal/release_barrier.h"
 #include "tether/reconnecting_stream.h"
 
 namespace tether {
@@ -50,7 +52,33 @@ class TlsTest : public ::testing::Test {
     po.channel_args.SetSslTargetNameOverride(kName);
     auto pool = ConnectionPool::Create(std::move(po));
     EXPECT_TRUE(pool.ok()) << pool.status();
+    if (pool.ok()) pools_.push_back(*pool);
     return pool.ok() ? *pool : nullptr;
+  }
+
+  // A pool outlives the test body while its streams' cancelled calls finish
+  // (they hold it), and its watcher may meanwhile reconnect to a server
+  // that went away, handshaking with OpenSSL. The process must not exit
+  // during that: OpenSSL frees its tables at exit, under the handshake.
+  // So each test waits until its pools are gone: every pool's last
+  // reference dropped (on tether's release thread) and its destructor,
+  // which joins the watcher, returned.
+  void TearDown() override {
+    const absl::Time deadline = absl::Now() + kWait;
+    for (;;) {
+      bool gone = true;
+      for (const auto& p : pools_) gone = gone && p.expired();
+      // Drops the ones queued for release, and waits for a destructor
+      // under way there.
+      const bool flushed =
+          internal::WaitForReleases(deadline - absl::Now());
+      if (gone && flushed) return;
+      if (absl::Now() >= deadline) break;
+      // The streams' cancelled calls are still finishing inside gRPC;
+      // nothing to wait on but the pools themselves.
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+    ADD_FAILURE() << "a pool is still alive " << kWait << " after the test";
   }
 
   std::unique_ptr<TestServer> Server(const std::string& name, bool mtls,
@@ -105,6 +133,7 @@ class TlsTest : public ::testing::Test {
 
   std::unique_ptr<TestCertificates> certs_;
   std::shared_ptr<EndLog> ends_ = std::make_shared<EndLog>();
+  std::vector<std::weak_ptr<ConnectionPool>> pools_;
 };
 
 TEST_F(TlsTest, StreamsOverTlsMigrateOnGoaway) {
@@ -169,6 +198,7 @@ TEST_F(TlsTest, NameMismatchIsRefusedAsPermanent) {
   po.channel_args.SetSslTargetNameOverride("other.test");
   auto pool = ConnectionPool::Create(std::move(po));
   ASSERT_TRUE(pool.ok());
+  pools_.push_back(*pool);
   absl::Status end = Refused(*pool, *server);
   std::printf("name mismatch ends the stream with: %s\n",
               end.ToString().c_str());

@@ -220,9 +220,7 @@ class UnaryRun final
     if (!pick.ok()) {
       if (ticket) {
         breaker_.Record(std::move(*ticket),
-                        BreakerGate::IsConnectFailure(pick.status())
-                            ? BreakerGate::kFailure
-                            : BreakerGate::kIgnored,
+                        BreakerGate::ClassifyFailedPick(pick.status()),
                         pick.status());
       }
       RetryOrFinish(pick.status(), RetryPushback());

@@ -339,9 +339,7 @@ class StreamCoreImpl final
     if (!pick.ok()) {
       if (ticket) {
         breaker_.Record(std::move(*ticket),
-                        BreakerGate::IsConnectFailure(pick.status())
-                            ? BreakerGate::kFailure
-                            : BreakerGate::kIgnored,
+                        BreakerGate::ClassifyFailedPick(pick.status()),
                         pick.status());
       }
       {

@@ -48,6 +48,13 @@ class BreakerGate {
   static Outcome Classify(const absl::Status& status, EndClass cls,
                           bool by_client);
 
+  // What a pick that failed tells the breaker: no connection could be made
+  // at all is a failure; no usable connection for another reason (all
+  // draining, the source shut down) is ignored.
+  static Outcome ClassifyFailedPick(const absl::Status& status) {
+    return IsConnectFailure(status) ? kFailure : kIgnored;
+  }
+
   // UNAVAILABLE because no connection could be made (refused, unreachable,
   // name not resolved), as opposed to a connection going away.
   static bool IsConnectFailure(const absl::Status& status);

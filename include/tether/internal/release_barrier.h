@@ -13,7 +13,9 @@ namespace internal {
 // has been dropped (its destructors have returned), at most `timeout`.
 // Returns whether it has. For tests and orderly shutdown: a process that
 // exits while the release thread still tears down a pool races the
-// libraries' exit handlers (OpenSSL frees its tables at exit).
+// libraries' exit handlers (OpenSSL frees its tables at exit). Never call it
+// from something the release thread runs (a destructor dropped there): that
+// waits out the whole timeout.
 bool WaitForReleases(absl::Duration timeout);
 
 }  // namespace internal

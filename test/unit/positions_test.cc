@@ -484,26 +484,32 @@ TEST_F(PositionsTest, ResyncErrorEndsTheStreamWithIt) {
 }
 
 TEST_F(PositionsTest, CancelDuringAPendingResyncEndsAtOnce) {
-  Notification in_resync;
-  Notification release;
+  // The events are shared with the resync, which runs on tether's worker and
+  // is still inside release->Wait... when the test body ends.
+  auto in_resync = std::make_shared<Notification>();
+  auto release = std::make_shared<Notification>();
+  auto returned = std::make_shared<Notification>();
   std::shared_ptr<ResyncDone> later = std::make_shared<ResyncDone>();
   Stream::Spec spec = PositionSpec();
-  AddResync(spec, [&, later](ResyncDone done) {
+  AddResync(spec, [in_resync, release, returned, later](ResyncDone done) {
     *later = done;
-    in_resync.Notify();
-    release.WaitForNotificationWithTimeout(absl::Seconds(30));
+    in_resync->Notify();
+    release->WaitForNotificationWithTimeout(absl::Seconds(30));
+    returned->Notify();
   });
   auto stream = StartStream(std::move(spec));
   transport_->attempt(0)->Send(Cannot());
-  ASSERT_TRUE(in_resync.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  ASSERT_TRUE(in_resync->WaitForNotificationWithTimeout(absl::Seconds(30)));
   stream->Cancel();  // the resync still blocks on the worker
   clock_->RunDue();
   ASSERT_EQ(done().size(), 1u);
   EXPECT_EQ(done()[0].code(), absl::StatusCode::kCancelled);
   stream.reset();  // destroy while the resync runs: returns at once
   (*later)(7);     // too late: ignored
-  release.Notify();
+  release->Notify();
+  EXPECT_TRUE(returned->WaitForNotificationWithTimeout(absl::Seconds(30)));
   EXPECT_EQ(transport_->attempt_count(), 1u);
+  EXPECT_EQ(done().size(), 1u);  // the late done delivered nothing more
 }
 
 TEST_F(PositionsTest, ResyncThatNeverCallsDoneEndsWithinTheTimeBound) {

@@ -65,6 +65,8 @@ ABSL_FLAG(int, rollouts, 20, "rollouts per scenario");
 ABSL_FLAG(int, tick_ms, 5, "server tick (one event per stream per tick)");
 ABSL_FLAG(int, jitter_ms, 5,
           "ReconnectingStreamOptions::reopen_after_progress_jitter, ms");
+ABSL_FLAG(bool, hold_fallback, true,
+          "ReconnectingStreamOptions::migration_hold_fallback");
 ABSL_FLAG(int, cold_samples, 5,
           "cold connects (fresh channel + call) measured after each rollout");
 ABSL_FLAG(int, pace_ms, 400,
@@ -93,6 +95,7 @@ struct Flags {
   int jitter_ms = 5;
   int cold_samples = 5;
   int pace_ms = 400;
+  bool hold_fallback = true;
 };
 
 // Everything the application and the stream observers saw, under one lock
@@ -406,6 +409,7 @@ ScenarioResult RunScenario(const Flags& f, bool cancel_first, int standby) {
     tether::ReconnectingStreamOptions so;
     so.observer = std::make_shared<Book::Observer>(&book, i);
     so.reopen_after_progress_jitter = absl::Milliseconds(f.jitter_ms);
+    so.migration_hold_fallback = f.hold_fallback;
     streams.push_back(SeqStream::Start(pool, std::move(spec), std::move(so),
                                        book.MessageFn(i), book.DoneFn(i))
                           .value());
@@ -549,6 +553,7 @@ int main(int argc, char** argv) {
   f.jitter_ms = absl::GetFlag(FLAGS_jitter_ms);
   f.cold_samples = absl::GetFlag(FLAGS_cold_samples);
   f.pace_ms = absl::GetFlag(FLAGS_pace_ms);
+  f.hold_fallback = absl::GetFlag(FLAGS_hold_fallback);
   const std::string scenario = absl::GetFlag(FLAGS_scenario);
   const std::string standby = absl::GetFlag(FLAGS_standby);
   if (f.streams <= 0 || f.rollouts <= 0 || f.tick_ms < 0 || f.jitter_ms < 0 ||

@@ -68,6 +68,8 @@ ABSL_FLAG(int, reopen_jitter_ms, 5,
           "ReconnectingStreamOptions::reopen_after_progress_jitter, ms");
 ABSL_FLAG(int, migration_jitter_ms, 0,
           "ReconnectingStreamOptions::migration_jitter, ms (default 0)");
+ABSL_FLAG(bool, hold_fallback, true,
+          "ReconnectingStreamOptions::migration_hold_fallback");
 ABSL_FLAG(int, timeout_s, 60, "give up waiting after this long (per phase)");
 ABSL_FLAG(int, standby_connections, 0,
           "ConnectionPoolOptions::standby_connections");
@@ -255,6 +257,7 @@ int main(int argc, char** argv) {
       absl::Milliseconds(absl::GetFlag(FLAGS_reopen_jitter_ms));
   so.migration_jitter =
       absl::Milliseconds(absl::GetFlag(FLAGS_migration_jitter_ms));
+  so.migration_hold_fallback = absl::GetFlag(FLAGS_hold_fallback);
 
   std::vector<Slot> slots(static_cast<std::size_t>(n));
   std::vector<std::unique_ptr<Stream>> streams;

@@ -71,6 +71,21 @@ struct ReconnectingStreamOptions {
   // time). Default 2 s; > 0.
   absl::Duration migration_handoff_timeout = absl::Seconds(2);
 
+  // During a migration of a stream with sequence positions, the old attempt
+  // stops at the position the new one resumed from: the first message it
+  // receives past that position is held, not delivered, and it reads no
+  // further. When the new attempt delivers, the held message is dropped (the
+  // new one sends it again); if the stream falls back to the old attempt
+  // (the new one failed, stalled, never connected, or its connection
+  // drained), the held message is delivered and the old attempt reads on.
+  // So a move never leaves the stream behind its server by what arrived
+  // during the overlap, and nothing is received twice. The cost: messages
+  // that arrive during the overlap wait for the new attempt's first message
+  // (at most `migration_handoff_timeout`). Default true. When false, the old
+  // attempt delivers until the new one's first message; the new one then
+  // replays what it delivered meanwhile (dropped as duplicates).
+  bool migration_hold_fallback = true;
+
   // A migration starts after a random delay in [0, this): when one
   // connection carrying thousands of streams drains, their new attempts are
   // spread instead of arriving at once. The old attempts keep delivering

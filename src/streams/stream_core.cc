@@ -77,6 +77,10 @@ struct AttemptRecord {
   bool paused = false;      // reading stopped: the app's queue is full
   bool draining = false;    // its connection announced a drain
   bool stalled = false;     // nothing arrived for `stall_timeout`
+  // A move's old attempt stopped at the replacement's resume position: its
+  // next message waits in the core's `held_` and it reads no further until
+  // the stream falls back to it.
+  bool held = false;
   RetryPushback pushback;   // the server's, from the end's trailers
   // Whether the stream is moving off this attempt (make before break).
   bool leaving() const { return draining || stalled; }
@@ -238,6 +242,7 @@ class StreamCoreImpl final
         classifier_(std::move(options.classifier)),
         migrate_on_drain_(options.migrate_on_drain),
         fail_fast_on_open_breaker_(options.fail_fast_on_open_breaker),
+        hold_fallback_(options.migration_hold_fallback),
         handoff_timeout_(options.migration_handoff_timeout),
         migration_jitter_(options.migration_jitter),
         settle_time_(options.attempt_settle_time),
@@ -363,6 +368,13 @@ class StreamCoreImpl final
         if (hooks_.position_of && gate_.has_last()) {
           state.has_position = true;
           state.last = gate_.last();
+          // A move resumes from here: the attempt it replaces holds what
+          // arrives past it from now on (see ShouldHoldLocked).
+          if (current_ && current_->live && !current_->cancel_requested &&
+              (hooks_.resume_always ||
+               (reason != AttemptReason::kFirst && hooks_.resume))) {
+            start_is_move_ = true;
+          }
         }
         if (cursors_ && cursors_->last) {
           state.has_cursor = true;
@@ -420,6 +432,8 @@ class StreamCoreImpl final
                           absl::optional<BreakerGate::Ticket>& ticket, Work& w)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     starting_ = false;
+    start_is_move_ = false;
+    ReleaseHoldLocked(w);
     RecordLater(ticket, BreakerGate::kIgnored, absl::OkStatus(), w);
     auto self = this->shared_from_this();
     const std::uint64_t id = pick.connection_id;
@@ -434,6 +448,7 @@ class StreamCoreImpl final
                          std::uint64_t after, std::uint64_t cursor_from,
                          Work& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     starting_ = false;
+    start_is_move_ = false;
     migration_retry_delay_ = absl::ZeroDuration();
     auto rec = std::make_shared<AttemptRec>();
     rec->ticket = std::move(ticket);
@@ -486,6 +501,8 @@ class StreamCoreImpl final
                            bool refused, absl::Duration breaker_wait, Work& w)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     starting_ = false;
+    start_is_move_ = false;
+    ReleaseHoldLocked(w);
     if (phase_ == Phase::kFinishing) {
       MaybeFinalizeLocked();
       return;
@@ -557,6 +574,7 @@ class StreamCoreImpl final
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (!rec || !rec->live || rec->cancel_requested) return;
     rec->cancel_requested = true;
+    DropHoldLocked(*rec);
     CancelAttemptTimersLocked(*rec);
     if (rec->handle) {
       w.internal.Add([h = rec->handle] { h->Cancel(); });
@@ -630,6 +648,10 @@ class StreamCoreImpl final
       }
       const absl::Time now = clock_->Now();
       const absl::Duration silent = now - rec->last_activity;
+      if (rec->held) {  // silent because the stream stopped it
+        ArmStallTimerLocked(rec, stall_timeout_);
+        return;
+      }
       if (silent < stall_timeout_) {  // a message came meanwhile
         ArmStallTimerLocked(rec, stall_timeout_ - silent);
         return;
@@ -654,6 +676,7 @@ class StreamCoreImpl final
           current_ = std::move(old_);
           old_.reset();
           CancelTimerLocked(handoff_timer_);
+          ReleaseHoldLocked(w);
         }
         FailedWhileLiveLocked(rec->last_activity, stall, w);
       }
@@ -713,6 +736,7 @@ class StreamCoreImpl final
           current_ = std::move(old_);
           old_.reset();
           CancelTimerLocked(handoff_timer_);
+          ReleaseHoldLocked(w);
           FailedWhileLiveLocked(rec->started, why, w);
         } else {
           current_.reset();
@@ -827,6 +851,7 @@ class StreamCoreImpl final
       current_ = std::move(old_);
       old_.reset();
       CancelTimerLocked(handoff_timer_);
+      ReleaseHoldLocked(w);
     }
     if (!now) {
       if (migration_timer_ != 0) return;  // a move is already scheduled
@@ -890,6 +915,57 @@ class StreamCoreImpl final
     CancelTimerLocked(handoff_timer_);
   }
 
+  // Whether a message of the attempt a move leaves (`rec`) is held instead
+  // of delivered: it is new (past everything delivered), and the
+  // replacement resumed from a position the stream had delivered (the
+  // stream's position only grows) and has not delivered yet, so it will
+  // send the message again. That is the fallback while its replacement
+  // opens, or the current attempt while the replacement's start (which took
+  // its resume position) is in flight. One message at most.
+  bool ShouldHoldLocked(const AttemptRec& rec,
+                        const absl::optional<Position>& pos)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (!hold_fallback_ || !hooks_.position_of || !pos || rec.held ||
+        !gate_.has_last()) {
+      return false;
+    }
+    const Position::Kind kind = pos->kind();
+    if (kind != Position::Kind::kItem && kind != Position::Kind::kItems) {
+      return false;
+    }
+    const bool fallback = &rec == old_.get() && current_ && current_->live &&
+                          !current_->cancel_requested &&
+                          !current_->got_message && current_->info.resumed;
+    const bool leaving = &rec == current_.get() && starting_ && start_is_move_;
+    return (fallback || leaving) && pos->first() > gate_.last();
+  }
+
+  // The held message is not needed: the attempt that held it is cancelled
+  // or ended, and the stream's position never passed it.
+  void DropHoldLocked(AttemptRec& rec) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (!rec.held) return;
+    rec.held = false;
+    held_.reset();
+  }
+
+  // The stream fell back to `current_`: deliver what it held and let it
+  // read on.
+  void ReleaseHoldLocked(Work& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const std::shared_ptr<AttemptRec> rec = current_;
+    if (!rec || !rec->held) return;
+    rec->held = false;
+    const std::unique_ptr<Held> held = std::move(held_);
+    absl::optional<std::uint64_t> trim_at;
+    const bool more = AcceptLocked(rec, held->pos, absl::nullopt, absl::nullopt,
+                                   held->message.get(), &trim_at, w);
+    if (!more || !rec->live || rec->cancel_requested) return;
+    if (rec->handle) {
+      w.internal.Add([h = rec->handle] { h->Resume(); });
+    } else {
+      rec->paused = true;  // OnAttemptHandle resumes it
+    }
+  }
+
   // --- Messages ------------------------------------------------------------
 
   bool OnMessage(const std::shared_ptr<AttemptRec>& rec, void* response) {
@@ -932,6 +1008,10 @@ class StreamCoreImpl final
                                 " received a message that asks for a resync "
                                 "(resync_on_message)")),
                             w);
+          more = false;
+        } else if (ShouldHoldLocked(*rec, pos)) {
+          rec->held = true;
+          held_.reset(new Held{*pos, parts_->SetAside(response)});
           more = false;
         } else {
           more =
@@ -1146,6 +1226,7 @@ class StreamCoreImpl final
       MutexLock lock(&mu_);
       rec->pushback = pushback;
       rec->live = false;
+      DropHoldLocked(*rec);
       --live_attempts_;
       CancelAttemptTimersLocked(*rec);
       by_client = rec->cancel_requested;
@@ -1221,6 +1302,7 @@ class StreamCoreImpl final
       current_ = std::move(old_);
       old_.reset();
       CancelTimerLocked(handoff_timer_);
+      ReleaseHoldLocked(w);
       absl::StatusOr<absl::Duration> delay = WithPushbackLocked(
           *rec, budget_.OnFailure(clock_->Now(), FailingSince(*rec), status,
                                   absl::BitGenRef(gen_)));
@@ -1491,6 +1573,7 @@ class StreamCoreImpl final
   const Classifier classifier_;
   const bool migrate_on_drain_;
   const bool fail_fast_on_open_breaker_;
+  const bool hold_fallback_;
   const absl::Duration handoff_timeout_;
   const absl::Duration migration_jitter_;
   const absl::Duration settle_time_;
@@ -1528,6 +1611,14 @@ class StreamCoreImpl final
   StreamRandom gen_ ABSL_GUARDED_BY(mu_);  // 8 bytes (mt19937_64: 2.5 KB)
   Phase phase_ ABSL_GUARDED_BY(mu_) = Phase::kRunning;
   bool starting_ ABSL_GUARDED_BY(mu_) = false;
+  // The start in flight is a move that resumes (see ShouldHoldLocked).
+  bool start_is_move_ ABSL_GUARDED_BY(mu_) = false;
+  // The message a move's old attempt holds, with its position.
+  struct Held {
+    Position pos;
+    std::shared_ptr<void> message;  // a Response
+  };
+  std::unique_ptr<Held> held_ ABSL_GUARDED_BY(mu_);
   std::vector<std::uint64_t> drained_during_start_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<AttemptRec> current_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<AttemptRec> old_ ABSL_GUARDED_BY(mu_);  // the fallback

@@ -418,6 +418,9 @@ TEST_F(DrainRollout, GracefulShutdownMovesEveryStreamToTheNewBackendAtOnce) {
   for (int i = 0; i < kStreams; ++i) {
     EXPECT_EQ(s.logs[i]->LaterAttemptsOn(drained), 0) << "stream " << i;
     EXPECT_GE(s.streams[i]->stats().migrations, 1u) << "stream " << i;
+    // The old attempt stopped where the replacement resumed (the hold): B
+    // sent nothing the stream had already delivered.
+    EXPECT_EQ(s.streams[i]->stats().duplicates_dropped, 0u) << "stream " << i;
     // Every attempt after the first ran on B and resumed where A left off.
     for (const AttemptLog::Entry& e : s.logs[i]->Entries()) {
       if (e.info.attempt == 1) continue;

@@ -496,6 +496,9 @@ TEST_F(StreamTest, BlockingReaderAppliesFlowControl) {
 }
 
 TEST_F(StreamTest, DrainMigratesMakeBeforeBreak) {
+  // The overlap without the hold: the old attempt delivers on until the
+  // replacement's first message (see MigrationHoldsTheFallback... below).
+  options_.migration_hold_fallback = false;
   auto stream = StartStream();
   auto old = transport_->attempt(0);
   old->Send(M(1));
@@ -520,6 +523,129 @@ TEST_F(StreamTest, DrainMigratesMakeBeforeBreak) {
   // The old attempt's end was ours: no backoff, no new attempt.
   EXPECT_EQ(transport_->attempt_count(), 2u);
   EXPECT_TRUE(observer_->backoffs.empty());
+}
+
+// The default: the old attempt stops at the replacement's resume position.
+// What it receives past that position waits; the replacement sends it again
+// and delivers it, so nothing arrives twice and the stream does not trail
+// the server by the overlap.
+TEST_F(StreamTest, MigrationHoldsTheFallbackAtTheResumePosition) {
+  auto stream = StartStream();
+  auto old = transport_->attempt(0);
+  old->Send(M(1));
+  old->Send(M(2));
+  source_->Drain(old->connection_id());
+  ASSERT_EQ(transport_->attempt_count(), 2u);
+  auto fresh = transport_->attempt(1);
+  EXPECT_EQ(fresh->request().after, 2u);
+  old->Send(M(3));  // held, and the old attempt stops reading
+  old->Send(M(4));  // waits in the transport
+  EXPECT_THAT(got(), ElementsAre(1, 2));
+  EXPECT_TRUE(old->paused());
+  EXPECT_FALSE(old->cancelled());
+  fresh->Send(M(3));
+  EXPECT_TRUE(old->cancelled());  // handed off; what it held is dropped
+  fresh->Send(M(4));
+  EXPECT_THAT(got(), ElementsAre(1, 2, 3, 4));
+  EXPECT_EQ(stream->stats().duplicates_dropped, 0u);
+  EXPECT_EQ(stream->stats().last_delivered_seq, 4u);
+  EXPECT_TRUE(done().empty());
+}
+
+// The replacement fails before it delivers: the stream falls back to the
+// old attempt, which delivers what it held, reads on, and moves again later
+// from where it got to.
+TEST_F(StreamTest, FallbackDeliversWhatItHeldWhenTheReplacementFails) {
+  auto stream = StartStream();
+  auto old = transport_->attempt(0);
+  old->Send(M(1));
+  source_->Drain(old->connection_id());
+  auto fresh = transport_->attempt(1);
+  old->Send(M(2));  // held
+  old->Send(M(3));  // waits
+  EXPECT_THAT(got(), ElementsAre(1));
+  fresh->Finish(absl::UnavailableError("replacement refused"));
+  EXPECT_THAT(got(), ElementsAre(1, 2, 3));
+  EXPECT_FALSE(old->paused());
+  EXPECT_FALSE(old->cancelled());
+  old->Send(M(4));
+  EXPECT_THAT(got(), ElementsAre(1, 2, 3, 4));
+  // The next move (after the backoff) resumes after 4 and holds again.
+  clock_->AdvanceBy(absl::Seconds(10));
+  ASSERT_EQ(transport_->attempt_count(), 3u);
+  auto again = transport_->attempt(2);
+  EXPECT_EQ(again->request().after, 4u);
+  old->Send(M(5));
+  EXPECT_THAT(got(), ElementsAre(1, 2, 3, 4));
+  again->Send(M(5));
+  again->Send(M(6));
+  EXPECT_THAT(got(), ElementsAre(1, 2, 3, 4, 5, 6));
+  EXPECT_TRUE(old->cancelled());
+  EXPECT_EQ(stream->stats().duplicates_dropped, 0u);
+}
+
+// The replacement's connection drains before it delivers: back to the old
+// attempt (what it held is delivered), and a new replacement resumes from
+// there.
+TEST_F(StreamTest, FallbackDeliversWhatItHeldWhenTheReplacementDrains) {
+  auto stream = StartStream();
+  auto old = transport_->attempt(0);
+  old->Send(M(1));
+  source_->Drain(old->connection_id());
+  auto fresh = transport_->attempt(1);
+  old->Send(M(2));  // held
+  source_->Drain(fresh->connection_id());
+  EXPECT_TRUE(fresh->cancelled());
+  EXPECT_THAT(got(), ElementsAre(1, 2));
+  ASSERT_EQ(transport_->attempt_count(), 3u);
+  auto third = transport_->attempt(2);
+  EXPECT_EQ(third->request().after, 2u);
+  old->Send(M(3));  // held for the third
+  third->Send(M(3));
+  EXPECT_THAT(got(), ElementsAre(1, 2, 3));
+  EXPECT_EQ(stream->stats().duplicates_dropped, 0u);
+}
+
+// A message that arrives on the old attempt while the replacement's start
+// is in flight (after it took its resume position, here: while the request
+// is built) is held too, not delivered and then replayed.
+TEST_F(StreamTest, MessageDuringTheReplacementsStartIsHeld) {
+  std::shared_ptr<Transport::FakeAttempt> old;
+  Stream::Spec spec = Spec();
+  spec.resume_after = [&old](Req& r, std::uint64_t seq) {
+    r.after = seq;
+    if (old) old->Send(M(seq + 1));  // arrives mid-start
+  };
+  auto stream = StartStream(std::move(spec));
+  old = transport_->attempt(0);
+  old->Send(M(1));
+  source_->Drain(old->connection_id());
+  ASSERT_EQ(transport_->attempt_count(), 2u);
+  auto fresh = transport_->attempt(1);
+  EXPECT_EQ(fresh->request().after, 1u);
+  EXPECT_THAT(got(), ElementsAre(1));
+  EXPECT_TRUE(old->paused());
+  fresh->Send(M(2));
+  EXPECT_THAT(got(), ElementsAre(1, 2));
+  EXPECT_EQ(stream->stats().duplicates_dropped, 0u);
+  old.reset();
+}
+
+// A replacement that never delivers: after migration_handoff_timeout the
+// old attempt is cancelled anyway and what it held is dropped; the
+// replacement, which resumed before it, delivers it when it speaks.
+TEST_F(StreamTest, HandoffTimeoutDropsTheHeldMessageForTheReplacement) {
+  auto stream = StartStream();
+  auto old = transport_->attempt(0);
+  old->Send(M(1));
+  source_->Drain(old->connection_id());
+  auto fresh = transport_->attempt(1);
+  old->Send(M(2));
+  clock_->AdvanceBy(absl::Seconds(2));
+  EXPECT_TRUE(old->cancelled());
+  EXPECT_THAT(got(), ElementsAre(1));
+  fresh->Send(M(2));
+  EXPECT_THAT(got(), ElementsAre(1, 2));
 }
 
 TEST_F(StreamTest, MigrationJitterSpreadsTheMoves) {

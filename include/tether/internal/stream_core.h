@@ -157,6 +157,9 @@ class StreamParts {
       const void* request, AttemptSink sink) = 0;
   // The messages read ahead, and the app's `on_message`.
   virtual MessageStore* store() = 0;
+  // A new Response moved from `*message`: the message a migration's old
+  // attempt holds (see `migration_hold_fallback`).
+  virtual std::shared_ptr<void> SetAside(void* message) const = 0;
 };
 
 template <class Request, class Response>
@@ -183,6 +186,10 @@ class TypedStreamParts final : public StreamParts,
         std::make_shared<SinkListener<Response>>(std::move(sink)));
   }
   MessageStore* store() override { return this; }
+  std::shared_ptr<void> SetAside(void* message) const override {
+    return std::make_shared<Response>(
+        std::move(*static_cast<Response*>(message)));
+  }
 
  private:
   const Request request_;

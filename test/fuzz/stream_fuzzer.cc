@@ -281,6 +281,8 @@ class Harness {
     // (Bits 6-7 = 01, so that older corpus and regression inputs keep
     // their meaning.)
     positions_ = (jitters & 0xC0) == 0x40;
+    // Bits 6-7 = 10: a move's old attempt delivers on (no hold).
+    options_.migration_hold_fallback = (jitters & 0xC0) != 0x80;
     sparse_ = (jitters & 32) != 0;
     trim_ = !sparse_ || (jitters & 8) == 0;
     options_.observer = std::make_shared<Observer>(this);

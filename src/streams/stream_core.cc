@@ -229,6 +229,12 @@ class StreamCoreImpl final
 
   friend class ::tether::internal::AttemptSink;
 
+  // The message a move's old attempt holds, with its position (`held_`).
+  struct Held {
+    Position pos;
+    std::shared_ptr<void> message;  // a Response
+  };
+
   StreamCoreImpl(std::shared_ptr<ConnectionSource> source,
                  std::unique_ptr<StreamParts> parts, Hooks hooks,
                  ReconnectingStreamOptions options, StreamSetup setup,
@@ -574,7 +580,7 @@ class StreamCoreImpl final
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (!rec || !rec->live || rec->cancel_requested) return;
     rec->cancel_requested = true;
-    DropHoldLocked(*rec);
+    DropHoldLocked(*rec, w);
     CancelAttemptTimersLocked(*rec);
     if (rec->handle) {
       w.internal.Add([h = rec->handle] { h->Cancel(); });
@@ -942,10 +948,16 @@ class StreamCoreImpl final
 
   // The held message is not needed: the attempt that held it is cancelled
   // or ended, and the stream's position never passed it.
-  void DropHoldLocked(AttemptRec& rec) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  void DropHoldLocked(AttemptRec& rec, Work& w)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (!rec.held) return;
     rec.held = false;
-    held_.reset();
+    DisposeLater(std::move(held_), w);
+  }
+
+  // The held message (app type) is destroyed after the lock.
+  static void DisposeLater(std::unique_ptr<Held> held, Work& w) {
+    if (held) w.internal.Add([m = std::move(held->message)] {});
   }
 
   // The stream fell back to `current_`: deliver what it held and let it
@@ -954,10 +966,16 @@ class StreamCoreImpl final
     const std::shared_ptr<AttemptRec> rec = current_;
     if (!rec || !rec->held) return;
     rec->held = false;
-    const std::unique_ptr<Held> held = std::move(held_);
+    std::unique_ptr<Held> held = std::move(held_);
+    // An ending stream delivers nothing more (like OnMessage).
+    if (!rec->live || rec->cancel_requested || phase_ == Phase::kFinishing) {
+      DisposeLater(std::move(held), w);
+      return;
+    }
     absl::optional<std::uint64_t> trim_at;
     const bool more = AcceptLocked(rec, held->pos, absl::nullopt, absl::nullopt,
                                    held->message.get(), &trim_at, w);
+    DisposeLater(std::move(held), w);
     if (!more || !rec->live || rec->cancel_requested) return;
     if (rec->handle) {
       w.internal.Add([h = rec->handle] { h->Resume(); });
@@ -1226,7 +1244,7 @@ class StreamCoreImpl final
       MutexLock lock(&mu_);
       rec->pushback = pushback;
       rec->live = false;
-      DropHoldLocked(*rec);
+      DropHoldLocked(*rec, w);
       --live_attempts_;
       CancelAttemptTimersLocked(*rec);
       by_client = rec->cancel_requested;
@@ -1613,11 +1631,6 @@ class StreamCoreImpl final
   bool starting_ ABSL_GUARDED_BY(mu_) = false;
   // The start in flight is a move that resumes (see ShouldHoldLocked).
   bool start_is_move_ ABSL_GUARDED_BY(mu_) = false;
-  // The message a move's old attempt holds, with its position.
-  struct Held {
-    Position pos;
-    std::shared_ptr<void> message;  // a Response
-  };
   std::unique_ptr<Held> held_ ABSL_GUARDED_BY(mu_);
   std::vector<std::uint64_t> drained_during_start_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<AttemptRec> current_ ABSL_GUARDED_BY(mu_);

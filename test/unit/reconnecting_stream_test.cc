@@ -631,6 +631,24 @@ TEST_F(StreamTest, MessageDuringTheReplacementsStartIsHeld) {
   old.reset();
 }
 
+// The app cancels while the old attempt holds a message: it is never
+// delivered, and nothing is left running.
+TEST_F(StreamTest, CancelWhileHoldingDeliversNothingMore) {
+  auto stream = StartStream();
+  auto old = transport_->attempt(0);
+  old->Send(M(1));
+  source_->Drain(old->connection_id());
+  auto fresh = transport_->attempt(1);
+  old->Send(M(2));  // held
+  stream->Cancel();
+  clock_->RunDue();
+  EXPECT_TRUE(old->cancelled());
+  EXPECT_TRUE(fresh->cancelled());
+  EXPECT_THAT(got(), ElementsAre(1));
+  ASSERT_EQ(done().size(), 1u);
+  EXPECT_EQ(done()[0].code(), absl::StatusCode::kCancelled);
+}
+
 // A replacement that never delivers: after migration_handoff_timeout the
 // old attempt is cancelled anyway and what it held is dropped; the
 // replacement, which resumed before it, delivers it when it speaks.

@@ -206,21 +206,22 @@ class ReconnectingBidiStream {
                                      std::move(spec.acknowledges));
     internal::StreamHooks hooks;
     hooks.initial_position = spec.initial_position;
-    hooks.resume = [](void* open, const ResumeState& state) {
-      static_cast<internal::BidiOpen*>(open)->state = state;
-    };
+    internal::SpecFunctions<internal::BidiOpen, Response> fns;
+    hooks.resume = true;
     hooks.resume_always = true;
+    fns.resume_state = &internal::BidiOpen::Take;
     hooks.MutableRare().on_end_decided = [weak = std::weak_ptr<Box>(box)] {
       if (auto b = weak.lock()) b->End();
     };
-    internal::TakePositionFields<Response>(spec, hooks);
+    internal::TakePositionFields(spec, hooks, fns);
     auto factory = std::make_shared<internal::BidiCoreFactory<Request, Response>>(
         std::move(spec.attempt_factory), std::move(spec.open_requests), box);
     auto core = Core::Create(
         target.source(),
         std::make_unique<
             internal::TypedStreamParts<internal::BidiOpen, Response>>(
-            internal::BidiOpen{}, std::move(factory), std::move(on_message)),
+            internal::BidiOpen{}, std::move(factory), std::move(on_message),
+            std::move(fns)),
         std::move(hooks), std::move(options), std::move(on_done));
     if (!core.ok()) return core.status();
     std::weak_ptr<Core> weak_core = *core;

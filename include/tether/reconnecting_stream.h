@@ -261,24 +261,17 @@ class ReconnectingStream {
     if (!s.ok()) return s;
     internal::StreamHooks hooks;
     hooks.initial_position = spec.initial_last_seq;
-    if (spec.resume_after || spec.resume_from_cursor) {
-      hooks.resume = [after = std::move(spec.resume_after),
-                      cursor = std::move(spec.resume_from_cursor)](
-                         void* request, const ResumeState& state) {
-        Request& r = *static_cast<Request*>(request);
-        if (state.has_position) {
-          after(r, state.last);
-        } else if (state.has_cursor) {
-          cursor(r, state.cursor);
-        }
-      };
-    }
-    internal::TakePositionFields<Response>(spec, hooks);
+    internal::SpecFunctions<Request, Response> fns;
+    hooks.resume =
+        static_cast<bool>(spec.resume_after || spec.resume_from_cursor);
+    fns.resume_after = std::move(spec.resume_after);
+    fns.resume_from_cursor = std::move(spec.resume_from_cursor);
+    internal::TakePositionFields(spec, hooks, fns);
     auto core = Core::Create(
         target.source(),
         std::make_unique<internal::TypedStreamParts<Request, Response>>(
             std::move(spec.request), std::move(spec.attempt_factory),
-            std::move(on_message)),
+            std::move(on_message), std::move(fns)),
         std::move(hooks), std::move(options), std::move(on_done));
     if (!core.ok()) return core.status();
     (*core)->StartFirst();

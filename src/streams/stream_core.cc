@@ -406,9 +406,10 @@ class StreamCoreImpl final
     std::shared_ptr<void> request;
     absl::Status threw;
     if (resume) {
-      request = parts_->CopyRequest();
+      request = std::shared_ptr<void>(parts_->NewRequestCopy(),
+                                      parts_->request_deleter());
       try {
-        hooks_.resume(request.get(), state);
+        parts_->Resume(request.get(), state);
       } catch (...) {
         threw = CallbackThrew("resume_after", std::current_exception());
       }
@@ -993,13 +994,13 @@ class StreamCoreImpl final
     absl::Status threw;
     const char* fn = "resync_on_message";
     try {
-      if (rare_.resync_on_message) resync = rare_.resync_on_message(response);
+      if (rare_.resync_on_message) resync = parts_->ResyncOnMessage(response);
       if (!resync && hooks_.position_of) {
         fn = hooks_.position_name;
-        pos = hooks_.position_of(response);
+        pos = parts_->PositionOf(response);
       } else if (!resync && rare_.cursor_of) {
         fn = "cursor_of";
-        cursor = rare_.cursor_of(response);
+        cursor = parts_->CursorOf(response);
       }
     } catch (...) {
       threw = CallbackThrew(fn, std::current_exception());
@@ -1029,7 +1030,9 @@ class StreamCoreImpl final
           more = false;
         } else if (ShouldHoldLocked(*rec, pos)) {
           rec->held = true;
-          held_.reset(new Held{*pos, parts_->SetAside(response)});
+          held_.reset(
+              new Held{*pos, std::shared_ptr<void>(parts_->NewMessage(response),
+                                                   parts_->message_deleter())});
           more = false;
         } else {
           more =
@@ -1039,7 +1042,7 @@ class StreamCoreImpl final
       Flush(w);
       if (!trim_at) return more;
       try {
-        rare_.trim_delivered(response, *trim_at);
+        parts_->TrimDelivered(response, *trim_at);
         trimmed_at = trim_at;
       } catch (...) {
         threw = CallbackThrew("trim_delivered", std::current_exception());

@@ -25,6 +25,10 @@ namespace internal {
 // The request a bidi stream's core hands each attempt: where it resumes.
 struct BidiOpen {
   ResumeState state;
+  // The stream's resume step: the state goes into the open request as it is.
+  static void Take(BidiOpen& open, const ResumeState& state) {
+    open.state = state;
+  }
 };
 
 // The app's writes, in order, until the server acknowledges them (FIFO, by

@@ -72,48 +72,35 @@ absl::Status CheckServerResumeFields(const Spec& spec, const char* what) {
       static_cast<bool>(spec.resume_from_cursor), what);
 }
 
-// Moves the position/cursor/resync fields of a checked spec into `hooks`
-// (not `resume`, which depends on the kind of stream), each wrapped to take
-// the type-erased `const void*` (a Response) the core passes.
-template <class Response, class Spec>
-void TakePositionFields(Spec& spec, StreamHooks& hooks) {
+// Moves the position/cursor/resync fields of a checked spec into `fns`
+// (the typed functions, as they are) and `hooks` (which are set, and the
+// rest); not the resume functions, which depend on the kind of stream.
+template <class Request, class Response, class Spec>
+void TakePositionFields(Spec& spec, StreamHooks& hooks,
+                        SpecFunctions<Request, Response>& fns) {
   if (spec.sequence_of) {
     hooks.position_name = "sequence_of";
-    hooks.position_of = [f = std::move(spec.sequence_of)](
-                            const void* r) -> absl::optional<Position> {
-      absl::optional<std::uint64_t> seq = f(*static_cast<const Response*>(r));
-      if (!seq) return absl::nullopt;
-      return Position::Item(*seq);
-    };
+    hooks.position_of = true;
+    fns.sequence_of = std::move(spec.sequence_of);
   } else if (spec.position_of) {
-    hooks.position_of = [f = std::move(spec.position_of)](
-                            const void* r) -> absl::optional<Position> {
-      return f(*static_cast<const Response*>(r));
-    };
+    hooks.position_of = true;
+    fns.position_of = std::move(spec.position_of);
   }
   hooks.spacing = spec.spacing;
   hooks.deliver_progress = spec.deliver_progress;
   if (spec.trim_delivered || spec.cursor_of || spec.initial_cursor ||
       spec.resync_on_message || spec.resync_on_end || spec.resync) {
     StreamHooks::Rare& rare = hooks.MutableRare();
-    if (spec.trim_delivered) {
-      rare.trim_delivered = [f = std::move(spec.trim_delivered)](
-                                void* r, std::uint64_t at) {
-        f(*static_cast<Response*>(r), at);
-      };
-    }
-    if (spec.cursor_of) {
-      rare.cursor_of = [f = std::move(spec.cursor_of)](const void* r) {
-        return f(*static_cast<const Response*>(r));
-      };
+    if (spec.trim_delivered || spec.cursor_of || spec.resync_on_message) {
+      auto& typed = fns.MutableRare();
+      rare.trim_delivered = static_cast<bool>(spec.trim_delivered);
+      rare.cursor_of = static_cast<bool>(spec.cursor_of);
+      rare.resync_on_message = static_cast<bool>(spec.resync_on_message);
+      typed.trim_delivered = std::move(spec.trim_delivered);
+      typed.cursor_of = std::move(spec.cursor_of);
+      typed.resync_on_message = std::move(spec.resync_on_message);
     }
     rare.initial_cursor = std::move(spec.initial_cursor);
-    if (spec.resync_on_message) {
-      rare.resync_on_message =
-          [f = std::move(spec.resync_on_message)](const void* r) {
-            return f(*static_cast<const Response*>(r));
-          };
-    }
     rare.resync_on_end = std::move(spec.resync_on_end);
     rare.resync = std::move(spec.resync);
   }

@@ -45,33 +45,36 @@ absl::StatusOr<StreamSetup> PrepareStream(ReconnectingStreamOptions& options);
 
 // How a stream reads positions from its responses, resumes, and resyncs. The
 // public specs (StreamSpec, BidiStreamSpec) are translated into this by
-// typed code (spec_hooks.h): each `const void*`/`void*` points at the
-// stream's Response (or, for `resume`, at a copy of its Request). All
-// functions are app code: the core calls them with no lock held.
+// typed code (spec_hooks.h). The functions that take a message or a request
+// live in the typed `StreamParts` (no per-hook std::function wrappers to
+// compile in every user TU, issue 12); the flags below say which the spec
+// gave. All functions are app code: the core calls them with no lock held.
 struct StreamHooks {
-  // Integer positions; nullopt: the message carries none (fails the stream;
-  // the `sequence_of` contract). Empty with `cursor_of` empty: every message
-  // is delivered and every attempt sends the request unchanged.
-  std::function<absl::optional<Position>(const void* response)> position_of;
+  // Integer positions (`StreamParts::PositionOf`); nullopt: the message
+  // carries none (fails the stream; the `sequence_of` contract). Off with
+  // `cursor_of` off: every message is delivered and every attempt sends the
+  // request unchanged.
+  bool position_of = false;
   const char* position_name = "position_of";  // for error messages
   PositionSpacing spacing = PositionSpacing::kDense;
   bool deliver_progress = false;
-  // Writes the resume state into a copy of the request. Called for every
-  // attempt but the first when there is a position or cursor to resume
-  // from; for every attempt (also the first, also without a position) when
-  // `resume_always`.
-  std::function<void(void* request, const ResumeState&)> resume;
+  // `StreamParts::Resume` writes the resume state into a copy of the
+  // request. Called for every attempt but the first when there is a
+  // position or cursor to resume from; for every attempt (also the first,
+  // also without a position) when `resume_always`.
+  bool resume = false;
   bool resume_always = false;
   absl::optional<std::uint64_t> initial_position;
 
   // What few streams use lives behind one pointer, allocated only when one
   // of its fields is set (issue 12: bytes per open stream).
   struct Rare {
-    std::function<void(void* response, std::uint64_t)> trim_delivered;
-    // Opaque cursors (instead of `position_of`); nullopt: a control message.
-    std::function<absl::optional<std::string>(const void* response)> cursor_of;
+    bool trim_delivered = false;  // StreamParts::TrimDelivered
+    // Opaque cursors (instead of `position_of`; StreamParts::CursorOf);
+    // nullopt: a control message.
+    bool cursor_of = false;
     absl::optional<std::string> initial_cursor;
-    std::function<bool(const void* response)> resync_on_message;
+    bool resync_on_message = false;  // StreamParts::ResyncOnMessage
     std::function<bool(const absl::Status&)> resync_on_end;
     std::function<void(ResyncDone)> resync;
     // Internal (not app code): runs under the core's lock once the end is
@@ -149,18 +152,60 @@ class StreamParts {
   virtual ~StreamParts() = default;
   // The stream's request (a Request), as given.
   virtual const void* request() const = 0;
-  // A copy of it for one attempt, for `StreamHooks::resume` to change.
-  virtual std::shared_ptr<void> CopyRequest() const = 0;
+  // Frees what `NewRequestCopy` or `NewMessage` made.
+  using Deleter = void (*)(void*);
+  // A heap copy of the request for one attempt, for `Resume` to change;
+  // freed with `request_deleter()`.
+  virtual void* NewRequestCopy() const = 0;
+  virtual Deleter request_deleter() const = 0;
   // Starts one attempt with `request` (a Request, valid for the call).
   virtual std::shared_ptr<Attempt> StartAttempt(
       const ConnectionPick& connection, const AttemptInfo& info,
       const void* request, AttemptSink sink) = 0;
   // The messages read ahead, and the app's `on_message`.
   virtual MessageStore* store() = 0;
-  // A new Response moved from `*message`: the message a migration's old
-  // attempt holds (see `migration_hold_fallback`).
-  virtual std::shared_ptr<void> SetAside(void* message) const = 0;
+  // A heap Response moved from `*message` (the message a migration's old
+  // attempt holds, see `migration_hold_fallback`); freed with
+  // `message_deleter()`.
+  virtual void* NewMessage(void* message) const = 0;
+  virtual Deleter message_deleter() const = 0;
+
+  // The spec's functions (see StreamHooks for which are set); app code.
+  // `response` is a Response, `request` a copy of the Request.
+  virtual absl::optional<Position> PositionOf(const void* response) const = 0;
+  virtual void Resume(void* request, const ResumeState& state) const = 0;
+  virtual void TrimDelivered(void* response, std::uint64_t at) const = 0;
+  virtual absl::optional<std::string> CursorOf(const void* response) const = 0;
+  virtual bool ResyncOnMessage(const void* response) const = 0;
 };
+
+// The spec's typed functions that `TypedStreamParts` calls: moved out of
+// the spec as they are, so no wrapper is compiled per hook.
+template <class Request, class Response>
+struct SpecFunctions {
+  std::function<absl::optional<std::uint64_t>(const Response&)> sequence_of;
+  std::function<Position(const Response&)> position_of;
+  std::function<void(Request&, std::uint64_t)> resume_after;
+  std::function<void(Request&, const std::string&)> resume_from_cursor;
+  // Bidi streams: the resume state goes into the open request as it is.
+  void (*resume_state)(Request&, const ResumeState&) = nullptr;
+  // Few streams set these: behind one pointer (bytes per stream).
+  struct Rare {
+    std::function<void(Response&, std::uint64_t)> trim_delivered;
+    std::function<absl::optional<std::string>(const Response&)> cursor_of;
+    std::function<bool(const Response&)> resync_on_message;
+  };
+  std::unique_ptr<Rare> rare;
+  Rare& MutableRare() {
+    if (rare == nullptr) rare = std::make_unique<Rare>();
+    return *rare;
+  }
+};
+
+template <class T>
+void DeleteAs(void* p) {
+  delete static_cast<T*>(p);
+}
 
 template <class Request, class Response>
 class TypedStreamParts final : public StreamParts,
@@ -168,15 +213,16 @@ class TypedStreamParts final : public StreamParts,
  public:
   TypedStreamParts(Request request,
                    std::shared_ptr<AttemptFactory<Request, Response>> factory,
-                   std::function<void(Response&&)> on_message)
+                   std::function<void(Response&&)> on_message,
+                   SpecFunctions<Request, Response> functions)
       : TypedMessageStore<Response>(std::move(on_message)),
         request_(std::move(request)),
-        factory_(std::move(factory)) {}
+        factory_(std::move(factory)),
+        fns_(std::move(functions)) {}
 
   const void* request() const override { return &request_; }
-  std::shared_ptr<void> CopyRequest() const override {
-    return std::make_shared<Request>(request_);
-  }
+  void* NewRequestCopy() const override { return new Request(request_); }
+  Deleter request_deleter() const override { return &DeleteAs<Request>; }
   std::shared_ptr<Attempt> StartAttempt(const ConnectionPick& connection,
                                         const AttemptInfo& info,
                                         const void* request,
@@ -186,14 +232,43 @@ class TypedStreamParts final : public StreamParts,
         std::make_shared<SinkListener<Response>>(std::move(sink)));
   }
   MessageStore* store() override { return this; }
-  std::shared_ptr<void> SetAside(void* message) const override {
-    return std::make_shared<Response>(
-        std::move(*static_cast<Response*>(message)));
+  void* NewMessage(void* message) const override {
+    return new Response(std::move(*static_cast<Response*>(message)));
+  }
+  Deleter message_deleter() const override { return &DeleteAs<Response>; }
+
+  absl::optional<Position> PositionOf(const void* response) const override {
+    const Response& r = *static_cast<const Response*>(response);
+    if (!fns_.sequence_of) return fns_.position_of(r);
+    absl::optional<std::uint64_t> seq = fns_.sequence_of(r);
+    if (!seq) return absl::nullopt;
+    return Position::Item(*seq);
+  }
+  void Resume(void* request, const ResumeState& state) const override {
+    Request& r = *static_cast<Request*>(request);
+    if (fns_.resume_state) {
+      fns_.resume_state(r, state);
+    } else if (state.has_position) {
+      fns_.resume_after(r, state.last);
+    } else if (state.has_cursor) {
+      fns_.resume_from_cursor(r, state.cursor);
+    }
+  }
+  void TrimDelivered(void* response, std::uint64_t at) const override {
+    fns_.rare->trim_delivered(*static_cast<Response*>(response), at);
+  }
+  absl::optional<std::string> CursorOf(const void* response) const override {
+    return fns_.rare->cursor_of(*static_cast<const Response*>(response));
+  }
+  bool ResyncOnMessage(const void* response) const override {
+    return fns_.rare->resync_on_message(
+        *static_cast<const Response*>(response));
   }
 
  private:
   const Request request_;
   const std::shared_ptr<AttemptFactory<Request, Response>> factory_;
+  const SpecFunctions<Request, Response> fns_;
 };
 
 // The attempts of one stream: see src/streams/stream_core.cc for the

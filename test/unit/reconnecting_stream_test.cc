@@ -118,6 +118,26 @@ class StreamTest : public ::testing::Test {
   }
   std::unique_ptr<Stream> StartStream() { return StartStream(Spec()); }
 
+  // A stream whose first attempt (`old`) delivered 1..`delivered`, then
+  // whose connection drained: `fresh` is the replacement, which resumed
+  // after `delivered`.
+  struct Move {
+    std::unique_ptr<Stream> stream;
+    std::shared_ptr<Transport::FakeAttempt> old;
+    std::shared_ptr<Transport::FakeAttempt> fresh;
+  };
+  Move StartAndDrain(std::uint64_t delivered) {
+    Move m;
+    m.stream = StartStream();
+    m.old = transport_->attempt(0);
+    for (std::uint64_t i = 1; i <= delivered; ++i) m.old->Send(M(i));
+    source_->Drain(m.old->connection_id());
+    EXPECT_EQ(transport_->attempt_count(), 2u);
+    m.fresh = transport_->attempt(1);
+    EXPECT_EQ(m.fresh->request().after, delivered);
+    return m;
+  }
+
   std::vector<std::uint64_t> got() {
     std::lock_guard<std::mutex> l(mu_);
     return got_;
@@ -530,14 +550,7 @@ TEST_F(StreamTest, DrainMigratesMakeBeforeBreak) {
 // and delivers it, so nothing arrives twice and the stream does not trail
 // the server by the overlap.
 TEST_F(StreamTest, MigrationHoldsTheFallbackAtTheResumePosition) {
-  auto stream = StartStream();
-  auto old = transport_->attempt(0);
-  old->Send(M(1));
-  old->Send(M(2));
-  source_->Drain(old->connection_id());
-  ASSERT_EQ(transport_->attempt_count(), 2u);
-  auto fresh = transport_->attempt(1);
-  EXPECT_EQ(fresh->request().after, 2u);
+  auto [stream, old, fresh] = StartAndDrain(2);
   old->Send(M(3));  // held, and the old attempt stops reading
   old->Send(M(4));  // waits in the transport
   EXPECT_THAT(got(), ElementsAre(1, 2));
@@ -556,11 +569,7 @@ TEST_F(StreamTest, MigrationHoldsTheFallbackAtTheResumePosition) {
 // old attempt, which delivers what it held, reads on, and moves again later
 // from where it got to.
 TEST_F(StreamTest, FallbackDeliversWhatItHeldWhenTheReplacementFails) {
-  auto stream = StartStream();
-  auto old = transport_->attempt(0);
-  old->Send(M(1));
-  source_->Drain(old->connection_id());
-  auto fresh = transport_->attempt(1);
+  auto [stream, old, fresh] = StartAndDrain(1);
   old->Send(M(2));  // held
   old->Send(M(3));  // waits
   EXPECT_THAT(got(), ElementsAre(1));
@@ -588,11 +597,7 @@ TEST_F(StreamTest, FallbackDeliversWhatItHeldWhenTheReplacementFails) {
 // attempt (what it held is delivered), and a new replacement resumes from
 // there.
 TEST_F(StreamTest, FallbackDeliversWhatItHeldWhenTheReplacementDrains) {
-  auto stream = StartStream();
-  auto old = transport_->attempt(0);
-  old->Send(M(1));
-  source_->Drain(old->connection_id());
-  auto fresh = transport_->attempt(1);
+  auto [stream, old, fresh] = StartAndDrain(1);
   old->Send(M(2));  // held
   source_->Drain(fresh->connection_id());
   EXPECT_TRUE(fresh->cancelled());
@@ -634,11 +639,7 @@ TEST_F(StreamTest, MessageDuringTheReplacementsStartIsHeld) {
 // The app cancels while the old attempt holds a message: it is never
 // delivered, and nothing is left running.
 TEST_F(StreamTest, CancelWhileHoldingDeliversNothingMore) {
-  auto stream = StartStream();
-  auto old = transport_->attempt(0);
-  old->Send(M(1));
-  source_->Drain(old->connection_id());
-  auto fresh = transport_->attempt(1);
+  auto [stream, old, fresh] = StartAndDrain(1);
   old->Send(M(2));  // held
   stream->Cancel();
   clock_->RunDue();
@@ -653,11 +654,7 @@ TEST_F(StreamTest, CancelWhileHoldingDeliversNothingMore) {
 // old attempt is cancelled anyway and what it held is dropped; the
 // replacement, which resumed before it, delivers it when it speaks.
 TEST_F(StreamTest, HandoffTimeoutDropsTheHeldMessageForTheReplacement) {
-  auto stream = StartStream();
-  auto old = transport_->attempt(0);
-  old->Send(M(1));
-  source_->Drain(old->connection_id());
-  auto fresh = transport_->attempt(1);
+  auto [stream, old, fresh] = StartAndDrain(1);
   old->Send(M(2));
   clock_->AdvanceBy(absl::Seconds(2));
   EXPECT_TRUE(old->cancelled());

@@ -188,6 +188,16 @@ struct ConnectionPoolOptions {
   int suspect_after_ends = 3;
   // Default 1 s; in (0, 1 h].
   absl::Duration suspect_end_window = absl::Seconds(1);
+  // A stream whose attempt just ended on a connection that still looks
+  // READY (weak evidence, within `suspect_end_window`) does not go straight
+  // back there: its next pick takes any other usable connection and, when
+  // there is none, opens one if the probe schedule and `max_connections`
+  // allow (else it goes back). Before `suspect_after_ends` streams have
+  // ended, the first streams of a server that ends its streams before its
+  // GOAWAY then reopen elsewhere instead of on the connection going away.
+  // A server that sheds one stream spreads it to another connection (which
+  // the idle rules close again). Default true.
+  bool reopen_elsewhere_after_end = true;
   // A suspect connection still READY after this long with no new evidence
   // takes picks again (`OnConnectionRestored`); each new report restarts
   // the period. Default 30 s; in (0, 24 h], or InfiniteDuration to keep it

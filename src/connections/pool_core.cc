@@ -294,14 +294,42 @@ absl::StatusOr<ConnectionPick> PoolCore::Pick(
       EnsureGroupsLocked(later);
       Conn* best = nullptr;
       int best_rank = 0;
+      // Where this stream's last attempt just ended (only the latest end:
+      // a stream shed everywhere must not make the pool open more and more).
+      Conn* left = nullptr;
+      if (options_.reopen_elsewhere_after_end) {
+        absl::Time latest = absl::InfinitePast();
+        for (auto& entry : conns_) {
+          Conn& c = entry.second;
+          const absl::Time at = EndedThereAtLocked(c, listener);
+          if (at > latest) {
+            latest = at;
+            left = &c;
+          }
+        }
+      }
       for (auto& entry : conns_) {
         Conn& c = entry.second;
         const int rank = PickRank(c.state);
-        if (!c.Live() || rank < 0) continue;
+        if (!c.Live() || rank < 0 || &c == left) continue;
         if (best == nullptr || rank < best_rank ||
             (rank == best_rank && c.picks < best->picks)) {
           best = &c;
           best_rank = rank;
+        }
+      }
+      if (left != nullptr && left->Live() &&
+          (best == nullptr || best_rank >= 2)) {
+        // Nothing usable but the connection this stream just left: open
+        // another if the group may (a new connection may reach another
+        // backend), else go back there.
+        const std::size_t group = left->group;
+        if (GroupCountLocked(group, /*live_only=*/false) <
+                static_cast<std::size_t>(options_.max_connections) &&
+            clock_->Now() >= groups_[group].next_open) {
+          best = OpenLocked(group, later);
+        } else {
+          best = left;
         }
       }
       if (best == nullptr) {
@@ -428,6 +456,22 @@ void PoolCore::ReportUnannouncedEnd(std::uint64_t connection_id,
     MarkSuspectLocked(c, report.status, later);
     SweepAvailabilityLocked(later);
   }
+}
+
+absl::Time PoolCore::EndedThereAtLocked(
+    const Conn& c, const std::weak_ptr<DrainListener>& stream) const {
+  absl::Time at = absl::InfinitePast();
+  if (c.ends.empty() || SameOwner(stream, std::weak_ptr<DrainListener>())) {
+    return at;  // nothing recorded, or a pick with no owner
+  }
+  const absl::Time now = clock_->Now();
+  for (const EndMark& m : c.ends) {
+    if (m.known && now - m.at < options_.suspect_end_window &&
+        SameOwner(m.stream, stream)) {
+      at = std::max(at, m.at);
+    }
+  }
+  return at;
 }
 
 bool PoolCore::WeighLocked(Conn& c, const EndReport& report,

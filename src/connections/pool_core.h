@@ -209,6 +209,11 @@ class PoolCore final : public ConnectionSource,
   // and listener calls, link closes) to `later`.
   Conn* OpenLocked(std::size_t group, Deferred& later)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // When `stream`'s attempt last ended on `c` within `suspect_end_window`
+  // (weak evidence; see `reopen_elsewhere_after_end`); InfinitePast if not.
+  absl::Time EndedThereAtLocked(
+      const Conn& c, const std::weak_ptr<DrainListener>& stream) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EnsureGroupsLocked(Deferred& later) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Opens a replacement when `group` has no live connection left and is
   // under the cap: now if its probe schedule allows, else from a timer.

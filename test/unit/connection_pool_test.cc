@@ -1256,7 +1256,10 @@ void EndAfterDelivery(PoolCore& core, std::uint64_t id,
 }
 
 TEST_F(PoolCoreTest, OneStreamShedAgainAndAgainNeverMakesItSuspect) {
-  MakeTarget();
+  ConnectionPoolOptions o;
+  o.target = "svc.example:443";
+  o.reopen_elsewhere_after_end = false;  // about suspicion, not placement
+  Make(std::move(o));
   Serve(1);
   auto other = std::make_shared<Listener>();
   ASSERT_EQ(MustPick(other), 1u);  // a healthy stream alongside
@@ -1267,6 +1270,82 @@ TEST_F(PoolCoreTest, OneStreamShedAgainAndAgainNeverMakesItSuspect) {
     clock_->AdvanceBy(absl::Milliseconds(5));
   }
   EXPECT_EQ(core_->Stats().suspect, 0u);
+  EXPECT_EQ(driver_.opened(), 1u);
+}
+
+// reopen_elsewhere_after_end: a stream does not go straight back to the
+// connection its attempt just ended on (a server that ends its streams
+// before its GOAWAY), although one end is not evidence enough to make it
+// suspect for everyone.
+TEST_F(PoolCoreTest, StreamReopensElsewhereAfterItsAttemptEndedThere) {
+  MakeTarget();
+  Serve(1);
+  auto other = std::make_shared<Listener>();
+  ASSERT_EQ(MustPick(other), 1u);
+  auto s = std::make_shared<Listener>();
+  ASSERT_EQ(MustPick(s), 1u);
+  EndAfterDelivery(*core_, 1, s);
+  EXPECT_EQ(core_->Stats().suspect, 0u);
+  EXPECT_EQ(MustPick(s), 2u);  // opened for it (connecting)
+  EXPECT_EQ(driver_.opened(), 2u);
+  auto fresh = std::make_shared<Listener>();
+  EXPECT_EQ(MustPick(fresh), 1u);  // others still prefer the READY one
+  // Once the window has passed, the end is forgotten.
+  core_->Release(2, s);
+  clock_->AdvanceBy(absl::Seconds(1));
+  core_->OnLinkState(2, LinkState::kReady);
+  EXPECT_EQ(MustPick(s), 2u);  // fewest picks, no longer avoided
+  core_->Release(2, s);
+  core_->OnLinkState(2, LinkState::kIdle);
+  EXPECT_EQ(MustPick(s), 1u);
+}
+
+// Only the latest end counts: a stream shed on every connection alternates
+// between two and never makes the pool open more.
+TEST_F(PoolCoreTest, StreamShedEverywhereAlternatesAndOpensNoMore) {
+  MakeTarget();
+  Serve(1);
+  auto s = std::make_shared<Listener>();
+  std::uint64_t on = MustPick(s);
+  ASSERT_EQ(on, 1u);
+  for (int i = 0; i < 50; ++i) {
+    EndAfterDelivery(*core_, on, s);
+    clock_->AdvanceBy(absl::Milliseconds(5));
+    const std::uint64_t next = MustPick(s);
+    EXPECT_NE(next, on) << i;
+    on = next;
+    if (!core_->IsConnected(on)) core_->OnLinkState(on, LinkState::kReady);
+  }
+  EXPECT_EQ(driver_.opened(), 2u);
+  EXPECT_EQ(core_->Stats().suspect, 0u);
+}
+
+TEST_F(PoolCoreTest, StreamTakesAnotherReadyConnectionAfterAnEnd) {
+  ConnectionPoolOptions o;
+  o.addresses = {"a:1", "b:1"};
+  Make(std::move(o));
+  Serve(1);
+  Serve(2);
+  auto t = std::make_shared<Listener>();
+  const std::uint64_t left = MustPick(t);
+  const std::uint64_t other = left == 1 ? 2 : 1;
+  auto u = std::make_shared<Listener>();
+  ASSERT_EQ(MustPick(u), other);  // least loaded
+  ASSERT_EQ(MustPick(u), left);
+  ASSERT_EQ(MustPick(u), other);  // `other` has more picks now
+  EndAfterDelivery(*core_, left, t);
+  EXPECT_EQ(MustPick(t), other);  // not back to `left`, the less loaded one
+  EXPECT_EQ(driver_.opened(), 2u);
+  EXPECT_EQ(core_->Stats().suspect, 0u);
+}
+
+TEST_F(PoolCoreTest, StreamGoesBackWhenNoOtherConnectionMayOpen) {
+  MakeTarget(/*max_connections=*/1);
+  Serve(1);
+  auto s = std::make_shared<Listener>();
+  ASSERT_EQ(MustPick(s), 1u);
+  EndAfterDelivery(*core_, 1, s);
+  EXPECT_EQ(MustPick(s), 1u);  // at the cap: back to it, never a failure
   EXPECT_EQ(driver_.opened(), 1u);
 }
 

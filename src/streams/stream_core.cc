@@ -361,6 +361,10 @@ class StreamCoreImpl final
       Flush(w);
       return;
     }
+    // Whether this attempt's request gets the resume state (when there is
+    // one, or always); decided by the hooks and the reason only.
+    const bool resumes = hooks_.resume_always ||
+                         (reason != AttemptReason::kFirst && hooks_.resume);
     ResumeState state;
     std::uint64_t epoch = 0;
     std::uint64_t cursor_from = 0;
@@ -376,9 +380,8 @@ class StreamCoreImpl final
           state.last = gate_.last();
           // A move resumes from here: the attempt it replaces holds what
           // arrives past it from now on (see ShouldHoldLocked).
-          if (current_ && current_->live && !current_->cancel_requested &&
-              (hooks_.resume_always ||
-               (reason != AttemptReason::kFirst && hooks_.resume))) {
+          if (resumes && current_ && current_->live &&
+              !current_->cancel_requested) {
             start_is_move_ = true;
           }
         }
@@ -398,9 +401,7 @@ class StreamCoreImpl final
       return;
     }
     const bool has_state = state.has_position || state.has_cursor;
-    const bool resume =
-        hooks_.resume_always ||
-        (reason != AttemptReason::kFirst && has_state && hooks_.resume);
+    const bool resume = hooks_.resume_always || (resumes && has_state);
     // The request is built outside the lock: `resume` is app code. Without
     // a resume, every attempt sends the stream's own request.
     std::shared_ptr<void> request;
@@ -680,10 +681,7 @@ class StreamCoreImpl final
           // A replacement that stalled before delivering: back to the
           // fallback, which moves again below.
           CancelAttemptLocked(current_, w);
-          current_ = std::move(old_);
-          old_.reset();
-          CancelTimerLocked(handoff_timer_);
-          ReleaseHoldLocked(w);
+          FallBackLocked(w);
         }
         FailedWhileLiveLocked(rec->last_activity, stall, w);
       }
@@ -740,10 +738,7 @@ class StreamCoreImpl final
         old_.reset();
       } else if (rec == current_) {
         if (old_) {  // a replacement that never connected: keep the fallback
-          current_ = std::move(old_);
-          old_.reset();
-          CancelTimerLocked(handoff_timer_);
-          ReleaseHoldLocked(w);
+          FallBackLocked(w);
           FailedWhileLiveLocked(rec->started, why, w);
         } else {
           current_.reset();
@@ -855,10 +850,7 @@ class StreamCoreImpl final
       // The replacement's connection drained before it delivered: drop the
       // replacement, keep the fallback, and move again.
       CancelAttemptLocked(current_, w);
-      current_ = std::move(old_);
-      old_.reset();
-      CancelTimerLocked(handoff_timer_);
-      ReleaseHoldLocked(w);
+      FallBackLocked(w);
     }
     if (!now) {
       if (migration_timer_ != 0) return;  // a move is already scheduled
@@ -920,6 +912,15 @@ class StreamCoreImpl final
     CancelAttemptLocked(old_, w);
     old_.reset();
     CancelTimerLocked(handoff_timer_);
+  }
+
+  // The replacement is gone (or going): the fallback is the current attempt
+  // again and reads on, starting with what it held.
+  void FallBackLocked(Work& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    current_ = std::move(old_);
+    old_.reset();
+    CancelTimerLocked(handoff_timer_);
+    ReleaseHoldLocked(w);
   }
 
   // Whether a message of the attempt a move leaves (`rec`) is held instead
@@ -1320,10 +1321,7 @@ class StreamCoreImpl final
     if (old_) {
       // The replacement of a migration failed while the draining attempt
       // still runs (not cancelled): fall back to it and move again later.
-      current_ = std::move(old_);
-      old_.reset();
-      CancelTimerLocked(handoff_timer_);
-      ReleaseHoldLocked(w);
+      FallBackLocked(w);
       absl::StatusOr<absl::Duration> delay = WithPushbackLocked(
           *rec, budget_.OnFailure(clock_->Now(), FailingSince(*rec), status,
                                   absl::BitGenRef(gen_)));

@@ -21,9 +21,17 @@
 // message *delivered* from another replica. The anchor, "cold", is measured
 // on the same proxy and servers after each rollout: a fresh channel (its own
 // subchannel) plus one raw gRPC call, from before the channel is created to
-// its first message. The last line is one JSON object with the figures
-// (cold_first_msg_p99_ms, graceful_p99_ms, cancel_first_p99_ms, their
-// standby variants, attempts_on_draining, errors, lost, duplicates, ...).
+// its first message. Two more anchors, measured right after it, start as
+// many raw calls as the rollout moved streams, together, each timed to its
+// own first message: "cold_n" on a fresh channel (what a client without
+// tether pays to reopen that many streams), "warm_n" on a channel already
+// connected (the same with a standby connection and no notice to wait
+// for). "notice" is the signal -> the pool marking the connection draining
+// or suspect. The last line is one JSON object with the figures
+// (cold_first_msg_p99_ms, cold_n_first_msg_p99_ms, warm_n_first_msg_p99_ms,
+// notice_p99_ms, graceful_p99_ms, cancel_first_p99_ms, their standby
+// variants, each p99 over the single cold call (*_vs_cold) and over cold_n
+// (*_vs_cold_n), attempts_on_draining, errors, lost, duplicates, ...).
 //
 //   drain_bench [--streams=64] [--rollouts=20] [--tick_ms=5]
 //               [--jitter_ms=5] [--cold_samples=5] [--pace_ms=400]
@@ -335,9 +343,58 @@ double ColdFirstMessageMs(const std::string& target, int id) {
   return Ms(reader->first_at_ - t0);
 }
 
+// The same cold start for `n` streams at once, as a client without tether
+// would reopen the streams of a replica going away: one fresh channel and
+// `n` calls started together, each measured from before the channel exists
+// to its own first message. Empty on failure.
+// With `warm`, the channel is connected first and the clock starts after:
+// the floor for streams that move to a READY standby connection.
+std::vector<double> ColdBatchFirstMessageMs(const std::string& target, int id,
+                                            int n, bool warm = false) {
+  absl::Time t0 = absl::Now();
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  args.SetString("tether.bench.cold", absl::StrCat("batch", id));
+  std::shared_ptr<grpc::Channel> channel = grpc::CreateCustomChannel(
+      target, grpc::InsecureChannelCredentials(), args);
+  if (warm) {
+    if (!channel->WaitForConnected(absl::ToChronoTime(absl::Now() + kWait))) {
+      return {};
+    }
+    t0 = absl::Now();
+  }
+  auto stub = tether::test::SeqStream::NewStub(channel);
+  std::vector<std::unique_ptr<ColdReader>> readers;
+  for (int i = 0; i < n; ++i) {
+    readers.push_back(std::make_unique<ColdReader>());
+    ColdReader* r = readers.back().get();
+    r->request.set_key(absl::StrCat("cold", id, "-", i));
+    stub->async()->Watch(&r->context, &r->request, r);
+    r->StartRead(&r->event);
+    r->StartCall();
+  }
+  bool ok = true;
+  for (auto& r : readers) ok = r->first_.Wait(kWait) && ok;
+  for (auto& r : readers) r->context.TryCancel();
+  for (auto& r : readers) r->done_.Wait(kWait);
+  std::vector<double> out;
+  for (auto& r : readers) {
+    if (r->first_at_ == absl::InfiniteFuture()) ok = false;
+    out.push_back(Ms(r->first_at_ - t0));
+  }
+  return ok ? out : std::vector<double>{};
+}
+
 struct ScenarioResult {
   std::vector<double> to_delivered;  // signal -> delivered from elsewhere
-  std::vector<double> cold;          // cold connect anchors
+  std::vector<double> cold;          // cold connect anchors (one call)
+  std::vector<double> cold_n;        // cold start of as many streams as
+                                     // the rollout moved (one channel)
+  std::vector<double> warm_n;        // the same on a connected channel
+  std::vector<double> to_noticed;    // signal -> the pool marked the
+                                     // connection draining or suspect
+  std::vector<double> notice_to_delivered;  // that mark -> delivered from
+                                            // elsewhere, per stream
   std::vector<double> to_started;    // signal -> the move's attempt started
   std::vector<double> to_opened;     // signal -> a connection opened
   std::vector<double> started_to_first;  // that attempt -> first message
@@ -434,7 +491,8 @@ ScenarioResult RunScenario(const Flags& f, bool cancel_first, int standby) {
     std::unique_ptr<TestServer>& old = replicas.front();
     replicas.push_back(NewReplica(++gen, f));
     if (!proxy.SetBackend(replicas.back()->address()).ok()) std::exit(1);
-    out.affected_min = std::min(out.affected_min, book.Arm(old->name()));
+    const int affected = book.Arm(old->name());
+    out.affected_min = std::min(out.affected_min, affected);
     const auto marked_before = conns->signalled();
     const auto opened_before = conns->opened_at();
     const absl::Time t0 = absl::Now();
@@ -453,6 +511,11 @@ ScenarioResult RunScenario(const Flags& f, bool cancel_first, int standby) {
     for (const auto& e : conns->signalled()) {
       if (!marked_before.count(e.first)) marked.insert(e);
     }
+    absl::Time noticed = absl::InfiniteFuture();
+    for (const auto& e : marked) noticed = std::min(noticed, e.second);
+    if (noticed != absl::InfiniteFuture()) {
+      out.to_noticed.push_back(Ms(noticed - t0));
+    }
     for (const auto& e : conns->opened_at()) {
       if (!opened_before.count(e.first) && e.second < t_moved) {
         ++out.opened_on_critical_path;
@@ -462,6 +525,9 @@ ScenarioResult RunScenario(const Flags& f, bool cancel_first, int standby) {
     for (const Book::Stream& s : book.Snapshot()) {
       if (s.affected && s.moved != absl::InfiniteFuture()) {
         out.to_delivered.push_back(Ms(s.moved - t0));
+        if (noticed != absl::InfiniteFuture()) {
+          out.notice_to_delivered.push_back(Ms(s.moved - noticed));
+        }
         // The breakdown: when the move's attempt started, and how long its
         // first message took after that.
         for (const auto& a : s.attempts) {
@@ -489,6 +555,14 @@ ScenarioResult RunScenario(const Flags& f, bool cancel_first, int standby) {
       const double ms = ColdFirstMessageMs(proxy.address(), ++cold_id);
       if (ms >= 0) out.cold.push_back(ms);
     }
+    if (affected > 0) {
+      const std::vector<double> batch =
+          ColdBatchFirstMessageMs(proxy.address(), ++cold_id, affected);
+      out.cold_n.insert(out.cold_n.end(), batch.begin(), batch.end());
+      const std::vector<double> warm = ColdBatchFirstMessageMs(
+          proxy.address(), ++cold_id, affected, /*warm=*/true);
+      out.warm_n.insert(out.warm_n.end(), warm.begin(), warm.end());
+    }
   }
 
   for (const Book::Stream& s : book.Snapshot()) {
@@ -506,6 +580,10 @@ ScenarioResult RunScenario(const Flags& f, bool cancel_first, int standby) {
       out.affected_min);
   std::printf("  signal -> first message delivered from another replica: %s\n",
               Distribution(out.to_delivered).c_str());
+  std::printf("    signal -> the pool marked the connection: %s\n",
+              Distribution(out.to_noticed).c_str());
+  std::printf("    the pool marked it -> first message delivered: %s\n",
+              Distribution(out.notice_to_delivered).c_str());
   std::printf("    signal -> a new connection opened: %s\n",
               Distribution(out.to_opened).c_str());
   std::printf("    signal -> the move's attempt started: %s\n",
@@ -514,7 +592,16 @@ ScenarioResult RunScenario(const Flags& f, bool cancel_first, int standby) {
               Distribution(out.started_to_first).c_str());
   std::printf("  cold connect (fresh channel + call -> first message): %s\n",
               Distribution(out.cold).c_str());
-  std::printf("  p99 ratio to cold: %.2f\n", p99 / cold99);
+  std::printf(
+      "  cold start of as many streams (fresh channel + one call each, "
+      "started together -> each first message): %s\n",
+      Distribution(out.cold_n).c_str());
+  std::printf(
+      "  warm start of as many streams (a connected channel, one call each, "
+      "started together -> each first message): %s\n",
+      Distribution(out.warm_n).c_str());
+  std::printf("  p99 ratio to cold: %.2f; to the cold start of as many: %.2f\n",
+              p99 / cold99, p99 / Percentile(out.cold_n, 0.99));
   std::printf(
       "  attempts on a draining/suspect connection after its signal: %lld; "
       "connections opened %llu, of which between a signal and the last "
@@ -564,8 +651,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "invalid flags (see the header of drain_bench.cc)\n");
     return 2;
   }
-  std::vector<double> cold;
-  std::map<std::string, double> p99s;
+  std::vector<double> cold, cold_n, warm_n, noticed;
+  std::map<std::string, double> p99s, from_notice;
   std::int64_t late = 0, errors = 0, lost = 0, dups = 0, timeouts = 0;
   tether::support::JsonLine json;
   for (int sb : {0, 1}) {
@@ -577,6 +664,9 @@ int main(int argc, char** argv) {
       }
       ScenarioResult r = RunScenario(f, cancel_first, sb);
       cold.insert(cold.end(), r.cold.begin(), r.cold.end());
+      cold_n.insert(cold_n.end(), r.cold_n.begin(), r.cold_n.end());
+      warm_n.insert(warm_n.end(), r.warm_n.begin(), r.warm_n.end());
+      noticed.insert(noticed.end(), r.to_noticed.begin(), r.to_noticed.end());
       late += r.late_attempts;
       errors += r.errors;
       lost += r.lost;
@@ -586,6 +676,8 @@ int main(int argc, char** argv) {
           cancel_first ? "cancel_first" : "graceful", sb > 0 ? "_standby" : "");
       json.Set(key + "_p50_ms", Percentile(r.to_delivered, 0.5));
       json.Set(key + "_p99_ms", Percentile(r.to_delivered, 0.99));
+      from_notice[key] = Percentile(r.notice_to_delivered, 0.99);
+      json.Set(key + "_from_notice_p99_ms", from_notice[key]);
       p99s[key] = Percentile(r.to_delivered, 0.99);
       json.Set(key + "_moves_on_new_connection", r.moves_on_fresh_connection);
     }
@@ -593,14 +685,45 @@ int main(int argc, char** argv) {
   const double cold99 = Percentile(cold, 0.99);
   std::printf("\ncold connect over all scenarios: %s\n",
               Distribution(cold).c_str());
+  const double cold_n99 = Percentile(cold_n, 0.99);
+  std::printf("cold start of as many streams over all scenarios: %s\n",
+              Distribution(cold_n).c_str());
+  const double warm_n99 = Percentile(warm_n, 0.99);
+  std::printf("warm start of as many streams over all scenarios: %s\n",
+              Distribution(warm_n).c_str());
+  std::printf("signal -> the pool marked the connection: %s\n",
+              Distribution(noticed).c_str());
+  // What raw gRPC itself does here: the same calls started together on an
+  // already connected channel, with no notice to wait for, against one call.
+  std::printf("raw gRPC, warm start of as many p99 / cold p99 = %.2f\n",
+              warm_n99 / cold99);
   for (const auto& [key, p99] : p99s) {
     json.Set(key + "_vs_cold", p99 / cold99);
-    std::printf("%s p99 / cold p99 = %.2f\n", key.c_str(), p99 / cold99);
+    json.Set(key + "_vs_cold_n", p99 / cold_n99);
+    std::printf("%s p99 / cold p99 = %.2f, / cold start of as many = %.2f\n",
+                key.c_str(), p99 / cold99, p99 / cold_n99);
+    // From the client's own notice, against raw gRPC starting the same
+    // calls: on a connected channel when the move has a standby, else on a
+    // fresh one.
+    const bool standby_key = key.find("_standby") != std::string::npos;
+    const double floor99 = standby_key ? warm_n99 : cold_n99;
+    json.Set(key + "_from_notice_vs_raw", from_notice[key] / floor99);
+    std::printf("%s from the notice p99 = %.2f ms, / raw gRPC's %s start of "
+                "as many = %.2f\n",
+                key.c_str(), from_notice[key], standby_key ? "warm" : "cold",
+                from_notice[key] / floor99);
   }
   json.Set("streams", f.streams);
   json.Set("rollouts", f.rollouts);
   json.Set("cold_first_msg_p50_ms", Percentile(cold, 0.5));
   json.Set("cold_first_msg_p99_ms", cold99);
+  json.Set("cold_n_first_msg_p50_ms", Percentile(cold_n, 0.5));
+  json.Set("cold_n_first_msg_p99_ms", cold_n99);
+  json.Set("warm_n_first_msg_p50_ms", Percentile(warm_n, 0.5));
+  json.Set("warm_n_first_msg_p99_ms", warm_n99);
+  json.Set("warm_n_vs_cold", warm_n99 / cold99);
+  json.Set("notice_p50_ms", Percentile(noticed, 0.5));
+  json.Set("notice_p99_ms", Percentile(noticed, 0.99));
   json.Set("attempts_on_draining", late);
   json.Set("errors", errors);
   json.Set("lost", lost);

@@ -61,6 +61,19 @@ void ReleaseOffGrpcThread(std::shared_ptr<void> ref) {
   TheReleaser().Release(std::move(ref));
 }
 
+void CancelOffGrpcThread(std::shared_ptr<void> owner,
+                         grpc::ClientContext* context) {
+  if (!owner) {  // nothing keeps the context alive past this call
+    context->TryCancel();
+    return;
+  }
+  // Run when the release thread drops it; `owner` goes with the deleter.
+  TheReleaser().Release(std::shared_ptr<void>(
+      nullptr, [owner = std::move(owner), context](void*) {
+        context->TryCancel();
+      }));
+}
+
 bool WaitForReleases(absl::Duration timeout) {
   // A marker queued behind everything released so far: the queue is a
   // FIFO, dropped in order, so once the marker is dropped so is all before

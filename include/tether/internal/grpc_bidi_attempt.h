@@ -79,6 +79,7 @@ class GrpcBidiAttempt final : public grpc::ClientBidiReactor<Request, Response>,
   void Cancel() override {
     bool release_read = false;
     bool release_write = false;
+    std::shared_ptr<void> keep;
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (done_) return;
@@ -89,8 +90,9 @@ class GrpcBidiAttempt final : public grpc::ClientBidiReactor<Request, Response>,
       if (!writing_ && !write_hold_released_) {
         release_write = write_hold_released_ = true;
       }
+      keep = self_;  // OnDone, which gives self_ away, has not run yet
     }
-    context_.TryCancel();
+    CancelOffGrpcThread(std::move(keep), &context_);
     if (release_read) {
       HandOff(this);
       this->RemoveHold();

@@ -47,6 +47,15 @@ ConfigureAttemptFn CombineConfigure(
 // the stream the pool, so it hands them here instead.
 void ReleaseOffGrpcThread(std::shared_ptr<void> ref);
 
+// Calls `context->TryCancel()` on the same thread as `ReleaseOffGrpcThread`,
+// then drops `owner` (which keeps `context` alive) there. A cancel does the
+// transport's work inline (a RST_STREAM, often its write); a stream that
+// retires the attempt it moved off does so from the callback that delivered
+// its replacement's first message, on one of gRPC's few callback threads,
+// which the other streams moving at the same time are waiting for.
+void CancelOffGrpcThread(std::shared_ptr<void> owner,
+                         grpc::ClientContext* context);
+
 // One server-streaming call on a `grpc::ClientReadReactor`.
 //
 // Lifetime: it keeps itself alive (`self_`) until gRPC calls `OnDone`; the
@@ -99,13 +108,15 @@ class GrpcReadAttempt final : public grpc::ClientReadReactor<Response>,
 
   void Cancel() override {
     bool release = false;
+    std::shared_ptr<void> keep;
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (done_) return;
       cancelled_ = true;
       if (paused_ && !hold_released_) release = hold_released_ = true;
+      keep = self_;  // OnDone, which gives self_ away, has not run yet
     }
-    context_.TryCancel();
+    CancelOffGrpcThread(std::move(keep), &context_);
     if (release) {
       HandOff(this);
       this->RemoveHold();

@@ -17,6 +17,12 @@
 
 TETHER_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 TETHER_JOBS="${TETHER_JOBS:-2}"
+# ccache: paths below the checkout are hashed as relative ones and the
+# working directory is left out, so that a fresh clone in another folder
+# (as CI makes) hits what an earlier clone compiled. Without this every
+# object misses (the build uses -g and absolute include paths).
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-${TETHER_ROOT}}"
+export CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-1}"
 
 TETHER_APT_PACKAGES=(
   build-essential

@@ -1101,7 +1101,7 @@ class StreamCoreImpl final
           stats_.has_last_seq = true;
           stats_.last_delivered_seq = gate_.last();
           rec->progressed = true;
-          resynced_without_progress_ = false;
+          resyncs_without_progress_ = 0;
           budget_.OnProgress();
           if (!hooks_.deliver_progress) return true;
           break;
@@ -1114,7 +1114,7 @@ class StreamCoreImpl final
           }
           stats_.has_last_seq = true;
           stats_.last_delivered_seq = gate_.last();
-          resynced_without_progress_ = false;
+          resyncs_without_progress_ = 0;
           break;
       }
     } else if (rare_.cursor_of && cursor) {
@@ -1124,7 +1124,7 @@ class StreamCoreImpl final
         return true;
       }
       RecordCursorLocked(*cursor);
-      resynced_without_progress_ = false;
+      resyncs_without_progress_ = 0;
     }
     rec->progressed = true;
     budget_.OnProgress();
@@ -1427,7 +1427,7 @@ class StreamCoreImpl final
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (phase_ == Phase::kFinishing || phase_ == Phase::kResyncing) return;
     absl::Duration delay = absl::ZeroDuration();
-    if (resynced_without_progress_) {
+    if (resyncs_without_progress_ > 0) {
       const absl::Time now = clock_->Now();
       absl::StatusOr<absl::Duration> d = budget_.OnFailure(
           now, budget_.failing() ? budget_.failing_since() : now, why,
@@ -1436,9 +1436,24 @@ class StreamCoreImpl final
         GiveUpLocked(d.status(), w);
         return;
       }
+      // An attempt that settled resets the budget (a quiet stream is not a
+      // failing one), so a server that asks for a resync only after each
+      // attempt settled would loop for ever on the budget alone: resyncs
+      // without a new item are also counted on their own.
+      if (resyncs_without_progress_ >= budget_.max_attempts()) {
+        GiveUpLocked(
+            absl::Status(why.code() == absl::StatusCode::kOk
+                             ? absl::StatusCode::kUnavailable
+                             : why.code(),
+                         absl::StrCat(why.message(), " (tether: gave up after ",
+                                      resyncs_without_progress_,
+                                      " resyncs without a new item)")),
+            w);
+        return;
+      }
       delay = *d;
     }
-    resynced_without_progress_ = true;
+    ++resyncs_without_progress_;  // at most max_attempts (given up above)
     phase_ = Phase::kResyncing;
     const std::uint64_t epoch = ++resync_epoch_;
     resync_why_ = why;
@@ -1621,7 +1636,9 @@ class StreamCoreImpl final
   const std::unique_ptr<CursorLog> cursors_;
   // Resync.
   std::uint64_t resync_epoch_ ABSL_GUARDED_BY(mu_) = 0;
-  bool resynced_without_progress_ ABSL_GUARDED_BY(mu_) = false;
+  // Resyncs since the last new item; each after the first counts against
+  // the reopen budget, and at max_attempts_without_progress the stream ends.
+  int resyncs_without_progress_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status resync_why_ ABSL_GUARDED_BY(mu_);
   Clock::TimerId resync_timer_ ABSL_GUARDED_BY(mu_) = 0;
   // Ends a resync whose `done` never comes (max_time_without_progress).

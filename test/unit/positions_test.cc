@@ -569,6 +569,53 @@ TEST_F(PositionsTest, ResyncsWithoutProgressSpendTheBudget) {
   EXPECT_LE(calls, 4);
 }
 
+// A server that asks for a resync only once each attempt has settled
+// (healthy by time, which resets the reopen budget): the resync loop still
+// ends after max_attempts_without_progress resyncs without a new item. The
+// resync's `done` is called from the test thread, so each next attempt
+// starts here, in order with the clock.
+TEST_F(PositionsTest, ResyncsAskedAfterEachAttemptSettledStillEnd) {
+  options_.max_attempts_without_progress = 3;
+  std::vector<ResyncDone> pending;  // guarded by mu_
+  int calls = 0;                    // guarded by mu_
+  Stream::Spec spec = PositionSpec();
+  AddResync(spec, [&](ResyncDone done) {
+    std::lock_guard<std::mutex> l(mu_);
+    ++calls;
+    pending.push_back(std::move(done));
+    cv_.notify_all();
+  });
+  auto stream = StartStream(std::move(spec));
+  for (std::size_t k = 0; k < 10; ++k) {
+    ASSERT_EQ(transport_->attempt_count(), k + 1);
+    // The attempt settles: healthy, the budget starts over.
+    clock_->AdvanceBy(options_.attempt_settle_time + absl::Milliseconds(1));
+    ASSERT_TRUE(done().empty());
+    transport_->attempt(k)->Send(Cannot());
+    // The resync runs after its backoff (<= 10 s), on tether's worker; or
+    // the stream gives up (reported once the cancelled attempt is done).
+    clock_->AdvanceBy(absl::Seconds(11));
+    ResyncDone next;
+    {
+      std::unique_lock<std::mutex> l(mu_);
+      ASSERT_TRUE(cv_.wait_for(l, std::chrono::seconds(30), [&] {
+        return !pending.empty() || !done_.empty();
+      }));
+      if (!done_.empty()) break;
+      next = std::move(pending.front());
+      pending.clear();
+    }
+    next(0);  // starts the next attempt on this thread
+  }
+  ASSERT_TRUE(WaitDone());
+  EXPECT_EQ(done()[0].code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(done()[0].message()),
+              HasSubstr("gave up after 3 resyncs without a new item"));
+  std::lock_guard<std::mutex> l(mu_);
+  EXPECT_EQ(calls, 3);
+  EXPECT_EQ(transport_->attempt_count(), 4u);
+}
+
 // --- Validation --------------------------------------------------------------
 
 TEST_F(PositionsTest, InvalidSpecCombinationsAreRejected) {

@@ -64,6 +64,7 @@ class ReopenBudget {
   bool failing() const { return failing_; }
   absl::Time failing_since() const { return failing_since_; }
   int failed_attempts() const { return failed_attempts_; }
+  int max_attempts() const { return limits_.max_attempts; }
 
  private:
   void StartFailing(absl::Time since);

@@ -41,8 +41,9 @@ struct ReconnectingStreamOptions {
   // Reopen budget: the stream ends (with the last attempt's status) after
   // this many attempts in a row fail (end without a new message and without
   // having been healthy). Also the most resyncs in a row without a new item
-  // (each after the first counts as a failed attempt; a healthy attempt
-  // does not reset that count). Default 20; >= 1.
+  // (each after the first counts as a failed attempt; only an attempt
+  // healthy for a whole `max_time_without_progress` before it asks starts
+  // that count over). Default 20; >= 1.
   int max_attempts_without_progress = 20;
 
   // Reopen budget: the stream ends once its attempts have been failing for

@@ -1023,7 +1023,8 @@ class StreamCoreImpl final
           EndLocked(threw, w);
           more = false;
         } else if (resync) {
-          BeginResyncLocked(absl::FailedPreconditionError(absl::StrCat(
+          BeginResyncLocked(*rec,
+                            absl::FailedPreconditionError(absl::StrCat(
                                 "tether: attempt ", rec->info.attempt,
                                 " received a message that asks for a resync "
                                 "(resync_on_message)")),
@@ -1273,7 +1274,7 @@ class StreamCoreImpl final
       if (!classifier_threw.ok() && !by_client) {
         EndLocked(classifier_threw, w);
       } else if (resync && phase_ != Phase::kFinishing) {
-        BeginResyncLocked(status, w);
+        BeginResyncLocked(*rec, status, w);
       } else {
         HandleEndLocked(rec, status, cls, by_client, w);
       }
@@ -1423,9 +1424,17 @@ class StreamCoreImpl final
   // thread (blocking allowed), then resume after the position it gives. A
   // resync right after another one with nothing delivered in between is a
   // failed attempt for the reopen budget (no endless resync loop).
-  void BeginResyncLocked(const absl::Status& why, Work& w)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  // `asking`: the attempt whose message or end asks for the resync.
+  void BeginResyncLocked(const AttemptRec& asking, const absl::Status& why,
+                         Work& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (phase_ == Phase::kFinishing || phase_ == Phase::kResyncing) return;
+    // An attempt that was healthy for the whole time bound before it asked
+    // is no loop (a quiet watch that reconnects long after its last item and
+    // finds its position compacted away): the count starts over.
+    if (asking.healthy && max_time_ != absl::InfiniteDuration() &&
+        clock_->Now() - asking.started >= max_time_) {
+      resyncs_without_progress_ = 0;
+    }
     absl::Duration delay = absl::ZeroDuration();
     if (resyncs_without_progress_ > 0) {
       const absl::Time now = clock_->Now();

@@ -213,6 +213,13 @@ class PositionsTest : public ::testing::Test {
     std::lock_guard<std::mutex> l(mu_);
     return done_;
   }
+  // A server whose every attempt asks for a resync once the attempt is
+  // `age` old (and healthy: it settled). Returns the resyncs that ran, after
+  // at most `rounds` of them or the stream's end. The resync's `done` is
+  // called from the test thread, so each next attempt starts here, in order
+  // with the clock.
+  int ResyncEachAttemptAtAge(absl::Duration age, std::size_t rounds);
+
   // Waits (bounded) until the stream's end has been reported.
   bool WaitDone() {
     std::unique_lock<std::mutex> l(mu_);
@@ -569,28 +576,47 @@ TEST_F(PositionsTest, ResyncsWithoutProgressSpendTheBudget) {
   EXPECT_LE(calls, 4);
 }
 
-// A server that asks for a resync only once each attempt has settled
-// (healthy by time, which resets the reopen budget): the resync loop still
-// ends after max_attempts_without_progress resyncs without a new item. The
-// resync's `done` is called from the test thread, so each next attempt
-// starts here, in order with the clock.
 TEST_F(PositionsTest, ResyncsAskedAfterEachAttemptSettledStillEnd) {
+  // Settling resets the reopen budget; the resyncs are counted on their own.
   options_.max_attempts_without_progress = 3;
-  std::vector<ResyncDone> pending;  // guarded by mu_
-  int calls = 0;                    // guarded by mu_
+  EXPECT_EQ(ResyncEachAttemptAtAge(
+                options_.attempt_settle_time + absl::Milliseconds(1), 10),
+            3);
+  ASSERT_TRUE(WaitDone());
+  EXPECT_EQ(done()[0].code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(done()[0].message()),
+              HasSubstr("gave up after 3 resyncs without a new item"));
+  EXPECT_EQ(transport_->attempt_count(), 4u);
+}
+
+TEST_F(PositionsTest, AResyncAfterAHealthyTimeBoundStartsTheCountOver) {
+  // A quiet watch that finds its position compacted after each long healthy
+  // stretch is no loop: it never ends for that.
+  options_.max_attempts_without_progress = 3;
+  EXPECT_EQ(ResyncEachAttemptAtAge(options_.max_time_without_progress, 8), 8);
+  EXPECT_TRUE(done().empty());
+  EXPECT_EQ(transport_->attempt_count(), 9u);
+}
+
+int PositionsTest::ResyncEachAttemptAtAge(absl::Duration age,
+                                          std::size_t rounds) {
+  struct Shared {
+    std::vector<ResyncDone> pending;  // guarded by the fixture's mu_
+    int calls = 0;                    // likewise
+  };
+  auto shared = std::make_shared<Shared>();
   Stream::Spec spec = PositionSpec();
-  AddResync(spec, [&](ResyncDone done) {
+  AddResync(spec, [this, shared](ResyncDone done) {
     std::lock_guard<std::mutex> l(mu_);
-    ++calls;
-    pending.push_back(std::move(done));
+    ++shared->calls;
+    shared->pending.push_back(std::move(done));
     cv_.notify_all();
   });
   auto stream = StartStream(std::move(spec));
-  for (std::size_t k = 0; k < 10; ++k) {
-    ASSERT_EQ(transport_->attempt_count(), k + 1);
-    // The attempt settles: healthy, the budget starts over.
-    clock_->AdvanceBy(options_.attempt_settle_time + absl::Milliseconds(1));
-    ASSERT_TRUE(done().empty());
+  for (std::size_t k = 0; k < rounds; ++k) {
+    EXPECT_EQ(transport_->attempt_count(), k + 1);
+    clock_->AdvanceBy(age);  // the attempt settles (healthy) meanwhile
+    EXPECT_TRUE(done().empty());
     transport_->attempt(k)->Send(Cannot());
     // The resync runs after its backoff (<= 10 s), on tether's worker; or
     // the stream gives up (reported once the cancelled attempt is done).
@@ -598,22 +624,18 @@ TEST_F(PositionsTest, ResyncsAskedAfterEachAttemptSettledStillEnd) {
     ResyncDone next;
     {
       std::unique_lock<std::mutex> l(mu_);
-      ASSERT_TRUE(cv_.wait_for(l, std::chrono::seconds(30), [&] {
-        return !pending.empty() || !done_.empty();
-      }));
-      if (!done_.empty()) break;
-      next = std::move(pending.front());
-      pending.clear();
+      const bool woke = cv_.wait_for(l, std::chrono::seconds(30), [&] {
+        return !shared->pending.empty() || !done_.empty();
+      });
+      EXPECT_TRUE(woke);
+      if (!woke || !done_.empty()) break;
+      next = std::move(shared->pending.front());
+      shared->pending.clear();
     }
     next(0);  // starts the next attempt on this thread
   }
-  ASSERT_TRUE(WaitDone());
-  EXPECT_EQ(done()[0].code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(std::string(done()[0].message()),
-              HasSubstr("gave up after 3 resyncs without a new item"));
   std::lock_guard<std::mutex> l(mu_);
-  EXPECT_EQ(calls, 3);
-  EXPECT_EQ(transport_->attempt_count(), 4u);
+  return shared->calls;
 }
 
 // --- Validation --------------------------------------------------------------

@@ -320,33 +320,11 @@ class ColdReader final
   absl::Time first_at_ = absl::InfiniteFuture();
 };
 
-// A cold connect: a fresh channel (its own subchannel, so no connection is
-// shared with anything else) and one call, from before the channel exists
-// to the call's first message. -1 on failure.
-double ColdFirstMessageMs(const std::string& target, int id) {
-  const absl::Time t0 = absl::Now();
-  grpc::ChannelArguments args;
-  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  args.SetString("tether.bench.cold", absl::StrCat(id));
-  std::shared_ptr<grpc::Channel> channel = grpc::CreateCustomChannel(
-      target, grpc::InsecureChannelCredentials(), args);
-  auto reader = std::make_unique<ColdReader>();
-  reader->request.set_key(absl::StrCat("cold", id));
-  tether::test::SeqStream::NewStub(channel)->async()->Watch(
-      &reader->context, &reader->request, reader.get());
-  reader->StartRead(&reader->event);
-  reader->StartCall();
-  const bool got = reader->first_.Wait(kWait);
-  reader->context.TryCancel();
-  reader->done_.Wait(kWait);
-  if (!got || reader->first_at_ == absl::InfiniteFuture()) return -1;
-  return Ms(reader->first_at_ - t0);
-}
-
-// The same cold start for `n` streams at once, as a client without tether
-// would reopen the streams of a replica going away: one fresh channel and
-// `n` calls started together, each measured from before the channel exists
-// to its own first message. Empty on failure.
+// A cold start of `n` streams, as a client without tether would reopen the
+// streams of a replica going away: a fresh channel (its own subchannel, so
+// no connection is shared with anything else) and `n` calls started
+// together, each measured from before the channel exists to its own first
+// message. Empty on failure.
 // With `warm`, the channel is connected first and the clock starts after:
 // the floor for streams that move to a READY standby connection.
 std::vector<double> ColdBatchFirstMessageMs(const std::string& target, int id,
@@ -354,7 +332,7 @@ std::vector<double> ColdBatchFirstMessageMs(const std::string& target, int id,
   absl::Time t0 = absl::Now();
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  args.SetString("tether.bench.cold", absl::StrCat("batch", id));
+  args.SetString("tether.bench.cold", absl::StrCat(id));
   std::shared_ptr<grpc::Channel> channel = grpc::CreateCustomChannel(
       target, grpc::InsecureChannelCredentials(), args);
   if (warm) {
@@ -383,6 +361,12 @@ std::vector<double> ColdBatchFirstMessageMs(const std::string& target, int id,
     out.push_back(Ms(r->first_at_ - t0));
   }
   return ok ? out : std::vector<double>{};
+}
+
+// A cold connect: the same with one call. -1 on failure.
+double ColdFirstMessageMs(const std::string& target, int id) {
+  const std::vector<double> one = ColdBatchFirstMessageMs(target, id, 1);
+  return one.empty() ? -1 : one[0];
 }
 
 struct ScenarioResult {

@@ -43,7 +43,8 @@ struct ReconnectingStreamOptions {
   // having been healthy). Also the most resyncs in a row without a new item
   // (each after the first counts as a failed attempt; only an attempt
   // healthy for a whole `max_time_without_progress` before it asks starts
-  // that count over). Default 20; >= 1.
+  // that count over; none does when that bound is infinite). Default 20;
+  // >= 1.
   int max_attempts_without_progress = 20;
 
   // Reopen budget: the stream ends once its attempts have been failing for

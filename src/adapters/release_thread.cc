@@ -55,6 +55,14 @@ Releaser& TheReleaser() {
   return *releaser;
 }
 
+// Runs `fn` on the release thread, in FIFO order with the releases: the
+// thread drops a reference whose deleter calls it.
+template <class Fn>
+void RunOnReleaseThread(Fn fn) {
+  TheReleaser().Release(
+      std::shared_ptr<void>(nullptr, [fn = std::move(fn)](void*) { fn(); }));
+}
+
 }  // namespace
 
 void ReleaseOffGrpcThread(std::shared_ptr<void> ref) {
@@ -67,11 +75,9 @@ void CancelOffGrpcThread(std::shared_ptr<void> owner,
     context->TryCancel();
     return;
   }
-  // Run when the release thread drops it; `owner` goes with the deleter.
-  TheReleaser().Release(std::shared_ptr<void>(
-      nullptr, [owner = std::move(owner), context](void*) {
-        context->TryCancel();
-      }));
+  // `owner` is dropped there too, with the closure.
+  RunOnReleaseThread(
+      [owner = std::move(owner), context] { context->TryCancel(); });
 }
 
 bool WaitForReleases(absl::Duration timeout) {
@@ -84,11 +90,11 @@ bool WaitForReleases(absl::Duration timeout) {
     bool done ABSL_GUARDED_BY(mu) = false;
   };
   auto done = std::make_shared<Done>();
-  TheReleaser().Release(std::shared_ptr<void>(nullptr, [done](void*) {
+  RunOnReleaseThread([done] {
     MutexLock lock(&done->mu);
     done->done = true;
     done->cv.SignalAll();
-  }));
+  });
   const absl::Time deadline = absl::Now() + timeout;
   MutexLock lock(&done->mu);
   while (!done->done) {

@@ -28,22 +28,26 @@ void ReopenBudget::StartFailing(absl::Time since) {
   failed_attempts_ = 0;
 }
 
-absl::Status ReopenBudget::GaveUp(const absl::Status& last,
-                                  absl::Duration elapsed,
-                                  bool count_attempts) const {
+absl::Status ReopenBudget::GaveUpWith(const absl::Status& last,
+                                      absl::string_view after) {
   const absl::StatusCode code = last.code() == absl::StatusCode::kOk
                                     ? absl::StatusCode::kUnavailable
                                     : last.code();
+  return absl::Status(code, absl::StrCat(last.message(),
+                                         " (tether: gave up after ", after,
+                                         ")"));
+}
+
+absl::Status ReopenBudget::GaveUp(const absl::Status& last,
+                                  absl::Duration elapsed,
+                                  bool count_attempts) const {
   if (!count_attempts) {
-    return absl::Status(
-        code, absl::StrCat(last.message(), " (tether: gave up after ",
-                           absl::FormatDuration(elapsed),
-                           " without progress)"));
+    return GaveUpWith(last, absl::StrCat(absl::FormatDuration(elapsed),
+                                         " without progress"));
   }
-  return absl::Status(
-      code, absl::StrCat(last.message(), " (tether: gave up after ",
-                         failed_attempts_, " attempts without progress in ",
-                         absl::FormatDuration(elapsed), ")"));
+  return GaveUpWith(last, absl::StrCat(failed_attempts_,
+                                       " attempts without progress in ",
+                                       absl::FormatDuration(elapsed)));
 }
 
 absl::StatusOr<absl::Duration> ReopenBudget::OnFailure(

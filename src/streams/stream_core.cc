@@ -1450,14 +1450,10 @@ class StreamCoreImpl final
       // attempt settled would loop for ever on the budget alone: resyncs
       // without a new item are also counted on their own.
       if (resyncs_without_progress_ >= budget_.max_attempts()) {
-        GiveUpLocked(
-            absl::Status(why.code() == absl::StatusCode::kOk
-                             ? absl::StatusCode::kUnavailable
-                             : why.code(),
-                         absl::StrCat(why.message(), " (tether: gave up after ",
-                                      resyncs_without_progress_,
-                                      " resyncs without a new item)")),
-            w);
+        GiveUpLocked(ReopenBudget::GaveUpWith(
+                         why, absl::StrCat(resyncs_without_progress_,
+                                           " resyncs without a new item")),
+                     w);
         return;
       }
       delay = *d;

@@ -8,6 +8,7 @@
 #include "absl/random/bit_gen_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "tether/backoff.h"
 
@@ -65,6 +66,11 @@ class ReopenBudget {
   absl::Time failing_since() const { return failing_since_; }
   int failed_attempts() const { return failed_attempts_; }
   int max_attempts() const { return limits_.max_attempts; }
+
+  // The status a stream that gives up ends with: `last`'s code (UNAVAILABLE
+  // if it is OK) and message, then " (tether: gave up after <after>)".
+  static absl::Status GaveUpWith(const absl::Status& last,
+                                 absl::string_view after);
 
  private:
   void StartFailing(absl::Time since);

@@ -33,21 +33,21 @@ absl::Status ReopenBudget::GaveUpWith(const absl::Status& last,
   const absl::StatusCode code = last.code() == absl::StatusCode::kOk
                                     ? absl::StatusCode::kUnavailable
                                     : last.code();
-  return absl::Status(code, absl::StrCat(last.message(),
-                                         " (tether: gave up after ", after,
-                                         ")"));
+  return absl::Status(
+      code,
+      absl::StrCat(last.message(), " (tether: gave up after ", after, ")"));
 }
 
 absl::Status ReopenBudget::GaveUp(const absl::Status& last,
                                   absl::Duration elapsed,
                                   bool count_attempts) const {
   if (!count_attempts) {
-    return GaveUpWith(last, absl::StrCat(absl::FormatDuration(elapsed),
-                                         " without progress"));
+    return GaveUpWith(
+        last, absl::StrCat(absl::FormatDuration(elapsed), " without progress"));
   }
-  return GaveUpWith(last, absl::StrCat(failed_attempts_,
-                                       " attempts without progress in ",
-                                       absl::FormatDuration(elapsed)));
+  return GaveUpWith(
+      last, absl::StrCat(failed_attempts_, " attempts without progress in ",
+                         absl::FormatDuration(elapsed)));
 }
 
 absl::StatusOr<absl::Duration> ReopenBudget::OnFailure(

@@ -320,7 +320,7 @@ void DrainSequencer::PostEndLocked(
 void DrainSequencer::LogLocked(LogSeverity severity, std::string line) {
   std::shared_ptr<LogSink> sink = options_.log_sink;
   calls_.Post([sink, severity, line = std::move(line)] {
-    sink->Write(severity, absl::StrCat("tether drain: ", line));
+    sink->Write(severity, absl::StrCat("drain: ", line));
   });
 }
 

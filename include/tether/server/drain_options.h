@@ -120,7 +120,7 @@ struct DrainOptions {
 
   // Told each step. Default null: none.
   std::shared_ptr<DrainObserver> observer;
-  // Where the step log lines go ("tether drain: ..."). Default null:
+  // Where the step log lines go ("drain: step 1/4: ..."). Default null:
   // `StderrLogSink()`.
   std::shared_ptr<LogSink> log_sink;
   // The clock the steps are timed on. Default null: `SystemClock()`.

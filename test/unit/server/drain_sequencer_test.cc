@@ -235,7 +235,7 @@ TEST_F(DrainSequencerTest, StepsRunInOrderAtTheirTimes) {
   EXPECT_THAT(lines[2], HasSubstr("step 3/4: Shutdown(now + 10s)"));
   EXPECT_THAT(lines[3], HasSubstr("2 registered calls still open told to "
                                   "end with code 14 \"server is draining\""));
-  EXPECT_THAT(lines[4], HasSubstr("INFO tether drain: step 4/4: server "
+  EXPECT_THAT(lines[4], HasSubstr("INFO drain: step 4/4: server "
                                   "stopped after 10.02s"));
 }
 
@@ -309,7 +309,7 @@ TEST_F(DrainSequencerTest, AHandlerThatNeverReturnsEndsTheDrainAtTheHardBound) {
   EXPECT_EQ(report->calls_told_to_end, 1u);
   const std::vector<std::string> lines = sink_->lines();
   EXPECT_THAT(lines.back(),
-              HasSubstr("ERROR tether drain: step 4/4: hard bound 20s passed "
+              HasSubstr("ERROR drain: step 4/4: hard bound 20s passed "
                         "and Server::Shutdown has not returned: 1 registered "
                         "handlers never ended"));
   // gRPC's Shutdown returning later changes nothing but a log line.

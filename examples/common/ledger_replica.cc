@@ -1,7 +1,9 @@
 // Copyright 2026 The tether Authors. Licensed under the Apache License 2.0.
 #include "examples/common/ledger_replica.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <set>
 #include <thread>
 #include <utility>
@@ -13,6 +15,7 @@
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "ledger/ledger.grpc.pb.h"
+#include "tether/server/drain_controller.h"
 
 namespace tether {
 namespace examples {
@@ -27,20 +30,23 @@ absl::string_view ShutdownModeName(ShutdownMode mode) {
       return "cancel-first";
     case ShutdownMode::kAbrupt:
       return "abrupt";
+    case ShutdownMode::kTether:
+      return "tether";
   }
   return "?";
 }
 
 absl::Status ParseShutdownMode(absl::string_view name, ShutdownMode* mode) {
   for (ShutdownMode m : {ShutdownMode::kGraceful, ShutdownMode::kCancelFirst,
-                         ShutdownMode::kAbrupt}) {
+                         ShutdownMode::kAbrupt, ShutdownMode::kTether}) {
     if (name == ShutdownModeName(m)) {
       *mode = m;
       return absl::OkStatus();
     }
   }
   return absl::InvalidArgumentError(absl::StrCat(
-      "--shutdown must be graceful, cancel-first or abrupt, not '", name, "'"));
+      "--shutdown must be graceful, cancel-first, abrupt or tether, not '",
+      name, "'"));
 }
 
 absl::Status Validate(const LedgerReplicaOptions& o) {
@@ -55,7 +61,21 @@ absl::Status Validate(const LedgerReplicaOptions& o) {
   if (o.drain < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("drain must be >= 0");
   }
+  if (o.drain_controller) {
+    absl::Status s = server::ValidateDrainOptions(DrainOptionsFor(o));
+    if (!s.ok()) return s;
+  }
   return absl::OkStatus();
+}
+
+server::DrainOptions DrainOptionsFor(const LedgerReplicaOptions& o) {
+  server::DrainOptions d;
+  d.unready_window = o.pre_drain;
+  d.notice_grace = o.notice_grace;
+  d.drain_deadline = o.drain;
+  // Clients that move on the GOAWAY get a quarter of the drain time.
+  d.goaway_grace = std::max(o.drain / 4, absl::Milliseconds(10));
+  return d;
 }
 
 namespace {
@@ -89,12 +109,17 @@ class LedgerReplica::Impl final : public lv1::Ledger::CallbackService {
   bool fail_new_ ABSL_GUARDED_BY(mu_) = false;
   bool shed_ ABSL_GUARDED_BY(mu_) = false;
   bool running_ ABSL_GUARDED_BY(mu_) = false;
+  server::DrainController* calls_drain_ ABSL_GUARDED_BY(mu_) = nullptr;
   bool stop_ticker_ ABSL_GUARDED_BY(mu_) = false;
   std::int64_t started_ ABSL_GUARDED_BY(mu_) = 0;
   std::int64_t failed_before_first_ ABSL_GUARDED_BY(mu_) = 0;
 
   absl::Mutex stop_mu_;  // Serializes Start and Stop.
   std::unique_ptr<grpc::Server> server_;
+  // With `drain_controller` (Start and Stop only); destroyed before
+  // `server_`. Watches register with `calls_drain_`, the same controller
+  // once it exists (the server serves before it is made).
+  std::unique_ptr<server::DrainController> drain_;
   std::thread ticker_;
 };
 
@@ -110,15 +135,43 @@ class WatchReactor final : public grpc::ServerWriteReactor<lv1::AccountEvent> {
                std::uint64_t after)
       : impl_(impl), account_(std::move(account)), next_seq_(after + 1) {}
 
+  // Registers with the replica's drain (after the constructor: the hooks
+  // may run at once, on the drain's thread).
+  void RegisterWith(server::DrainController& drain) {
+    server::DrainHooks hooks;
+    hooks.send_notice = [this] {
+      absl::MutexLock lock(&impl_->mu_);
+      notice_due_ = true;  // the next write is the notice
+    };
+    hooks.end = [this](const grpc::Status& status) {
+      bool finish;
+      {
+        absl::MutexLock lock(&impl_->mu_);
+        finish = RequestFinishLocked(status);
+      }
+      if (finish) DoFinish();
+    };
+    std::unique_ptr<server::DrainCall> call = drain.Register(std::move(hooks));
+    absl::MutexLock lock(&impl_->mu_);
+    drain_call_ = std::move(call);
+  }
+
   // Called by the ticker with impl_->mu_ held: true if a write should start
   // (then the caller calls StartWrite(&ev_) after unlocking).
   bool PrepareWrite() ABSL_EXCLUSIVE_LOCKS_REQUIRED(impl_->mu_) {
     if (finishing_ || write_in_flight_) return false;
     write_in_flight_ = true;
+    notice_in_flight_ = notice_due_;
+    notice_due_ = false;
+    ev_.Clear();
     ev_.set_account(account_);
-    ev_.set_seq(next_seq_);
-    ev_.set_balance(static_cast<std::int64_t>(10 * next_seq_));
     ev_.set_replica(impl_->options_.name);
+    if (notice_in_flight_) {
+      ev_.set_drain_notice(true);
+    } else {
+      ev_.set_seq(next_seq_);
+      ev_.set_balance(static_cast<std::int64_t>(10 * next_seq_));
+    }
     return true;
   }
   void Write() { StartWrite(&ev_); }
@@ -140,7 +193,9 @@ class WatchReactor final : public grpc::ServerWriteReactor<lv1::AccountEvent> {
     {
       absl::MutexLock lock(&impl_->mu_);
       write_in_flight_ = false;
-      if (ok) {
+      if (ok && notice_in_flight_) {
+        notice_in_flight_ = false;
+      } else if (ok) {
         ++next_seq_;
         sent_any_ = true;
       } else if (!finishing_) {
@@ -164,10 +219,13 @@ class WatchReactor final : public grpc::ServerWriteReactor<lv1::AccountEvent> {
 
   void OnDone() override {
     bool sent_any;
+    std::unique_ptr<server::DrainCall> call;
     {
       absl::MutexLock lock(&impl_->mu_);
       sent_any = sent_any_;
+      call = std::move(drain_call_);
     }
+    call.reset();  // no drain hook runs after this
     impl_->Finished(this, sent_any);
     delete this;
   }
@@ -177,6 +235,9 @@ class WatchReactor final : public grpc::ServerWriteReactor<lv1::AccountEvent> {
   const std::string account_;
   std::uint64_t next_seq_;
   bool write_in_flight_ = false;
+  bool notice_due_ = false;
+  bool notice_in_flight_ = false;
+  std::unique_ptr<server::DrainCall> drain_call_;
   bool finishing_ = false;
   bool sent_any_ = false;
   grpc::Status final_;
@@ -190,8 +251,10 @@ grpc::ServerWriteReactor<lv1::AccountEvent>* LedgerReplica::Impl::WatchAccount(
     const lv1::WatchAccountRequest* request) {
   auto* r = new WatchReactor(this, request->account(), request->after_seq());
   bool finish = false;
+  server::DrainController* drain = nullptr;
   {
     absl::MutexLock lock(&mu_);
+    drain = calls_drain_;
     ++started_;
     reactors_.insert(r);
     if (fail_new_) {
@@ -202,7 +265,11 @@ grpc::ServerWriteReactor<lv1::AccountEvent>* LedgerReplica::Impl::WatchAccount(
           grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "load shed"));
     }
   }
-  if (finish) r->DoFinish();
+  if (finish) {
+    r->DoFinish();
+  } else if (drain != nullptr) {
+    r->RegisterWith(*drain);
+  }
   return r;
 }
 
@@ -276,8 +343,19 @@ absl::Status LedgerReplica::Impl::Start() {
   if (host.empty() || host == "0.0.0.0" || host == "[::]") host = "127.0.0.1";
   address_ = absl::StrCat(host, ":", port);
   server_->GetHealthCheckService()->SetServingStatus(true);
+  if (options_.drain_controller) {
+    auto drain = server::DrainController::Create(server_.get(),
+                                                 DrainOptionsFor(options_));
+    if (!drain.ok()) {
+      server_->Shutdown(std::chrono::system_clock::now());
+      server_.reset();
+      return drain.status();
+    }
+    drain_ = std::move(*drain);
+  }
   {
     absl::MutexLock lock(&mu_);
+    calls_drain_ = drain_.get();
     running_ = true;
     stop_ticker_ = false;
   }
@@ -313,6 +391,20 @@ void LedgerReplica::Impl::Stop(ShutdownMode mode) {
     case ShutdownMode::kAbrupt:
       server_->Shutdown(now());
       break;
+    case ShutdownMode::kTether: {
+      if (drain_ == nullptr) {  // not set up for it: as abrupt
+        server_->Shutdown(now());
+        break;
+      }
+      drain_->Begin();
+      const server::DrainReport report = drain_->Wait();
+      if (!report.server_stopped) {
+        // A handler never returned; the process must not destroy the
+        // server (see DrainController): leave without cleaning up.
+        std::_Exit(1);
+      }
+      break;
+    }
   }
   // Shutdown cancelled every call; wait (bounded) until each saw OnDone.
   {
@@ -325,6 +417,11 @@ void LedgerReplica::Impl::Stop(ShutdownMode mode) {
   }
   ticker_.join();
   server_->Wait();
+  {
+    absl::MutexLock lock(&mu_);
+    calls_drain_ = nullptr;
+  }
+  drain_.reset();
   server_.reset();
 }
 

@@ -13,6 +13,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "grpcpp/security/server_credentials.h"
+#include "tether/server/drain_options.h"
 
 namespace tether {
 namespace examples {
@@ -31,9 +32,17 @@ enum class ShutdownMode {
   // in-process replica can only stop its server (which sends a GOAWAY), so
   // the demo also cuts the replica's connections at its proxy first.
   kAbrupt,
+  // `tether::server::DrainController`: health NOT_SERVING and serving on
+  // for the pre-drain time, a drain notice (an `AccountEvent` with
+  // `drain_notice`) on every open watch and up to `notice_grace` for them
+  // to leave, then `Server::Shutdown` with a deadline of drain time (the
+  // GOAWAY) and, a quarter of it later, the watches still open end
+  // UNAVAILABLE "server is draining". Needs `LedgerReplicaOptions::
+  // drain_controller`.
+  kTether,
 };
 
-// "graceful", "cancel-first", "abrupt".
+// "graceful", "cancel-first", "abrupt", "tether".
 absl::string_view ShutdownModeName(ShutdownMode mode);
 // Parses a name above; INVALID_ARGUMENT otherwise.
 absl::Status ParseShutdownMode(absl::string_view name, ShutdownMode* mode);
@@ -52,12 +61,23 @@ struct LedgerReplicaOptions {
   // Graceful: the shutdown deadline after the GOAWAY. Cancel-first: how long
   // new streams are failed before the shutdown. Default 2 s; >= 0.
   absl::Duration drain = absl::Seconds(2);
+  // Tether: how long open watches get to leave after their drain notice.
+  // Default 500 ms; in [0, 1 h].
+  absl::Duration notice_grace = absl::Milliseconds(500);
+  // Register every watch with a `tether::server::DrainController` made at
+  // `Start`, which `Stop(kTether)` runs. Then `drain` must be >= 10 ms.
+  // Default false.
+  bool drain_controller = false;
   // Listening credentials (TLS). Default null: insecure.
   std::shared_ptr<grpc::ServerCredentials> credentials;
 };
 
 // OK, or INVALID_ARGUMENT naming the bad field.
 absl::Status Validate(const LedgerReplicaOptions& options);
+
+// The drain `Stop(kTether)` runs: unready window `pre_drain`, notice grace
+// `notice_grace`, drain deadline `drain`, GOAWAY grace a quarter of it.
+server::DrainOptions DrainOptionsFor(const LedgerReplicaOptions& options);
 
 // A gRPC server (callback API) serving `tether.examples.ledger.v1.Ledger`
 // and grpc.health.v1. Every replica produces the same events: for account

@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "tether/generated_method.h"
 #include "tether/metrics.h"
+#include "tether/position.h"
 
 namespace tether {
 namespace examples {
@@ -38,6 +39,7 @@ WatchCounts& WatchRecorder::BucketLocked() {
 }
 
 void WatchRecorder::OnEvent(const lv1::AccountEvent& ev) {
+  if (ev.drain_notice()) return;  // not an event of the account
   absl::Time now = absl::Now();
   absl::MutexLock lock(&mu_);
   if (closed_) return;
@@ -166,7 +168,11 @@ absl::StatusOr<std::unique_ptr<TetherWatch>> TetherWatch::Start(
   StreamSpec<lv1::WatchAccountRequest, lv1::AccountEvent> spec;
   spec.start = StartWith<lv1::Ledger>(&lv1::Ledger::Stub::async::WatchAccount);
   spec.request.set_account(recorder->account());
-  spec.sequence_of = [](const lv1::AccountEvent& e) { return e.seq(); };
+  // A drain notice is a control message: no position, and the recorder
+  // skips it (acting on it is the client's drain hook, not this example's).
+  spec.position_of = [](const lv1::AccountEvent& e) {
+    return e.drain_notice() ? Position::None() : Position::Item(e.seq());
+  };
   spec.resume_after = [](lv1::WatchAccountRequest& r, std::uint64_t seq) {
     r.set_after_seq(seq);
   };
@@ -260,6 +266,7 @@ void NaiveWatch::Run() {
       auto reader = stub_->WatchAccount(&ctx, req);
       lv1::AccountEvent ev;
       while (reader->Read(&ev)) {
+        if (ev.drain_notice()) continue;  // a naive client ignores it
         if (!got && permit.has_value()) {
           // The call went through: a success (and the permit, a half-open
           // probe maybe, is not held for the stream's whole life).

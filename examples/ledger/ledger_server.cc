@@ -3,11 +3,14 @@
 // ledger_server: one replica of the example ledger service.
 //
 //   ledger_server --listen=127.0.0.1:5001 --replica=a [--tick-ms=20]
-//       [--shutdown=graceful|cancel-first|abrupt] [--drain-ms=2000]
+//       [--shutdown=graceful|cancel-first|abrupt|tether] [--drain-ms=2000]
+//       [--pre-drain-ms=100] [--notice-grace-ms=500]
 //
 // Prints "READY <host:port>" once serving. On SIGTERM (or SIGINT) it leaves
 // the way --shutdown says (see ShutdownMode) and exits 0. Signals are taken
 // by a sigwait() in the main thread: nothing runs in a signal handler.
+// --shutdown=tether drains with tether::server::DrainController (its step
+// lines go to stderr): the recipe in docs/server.md.
 #include <signal.h>
 #include <unistd.h>
 
@@ -24,12 +27,17 @@ ABSL_FLAG(std::string, listen, "127.0.0.1:0", "HOST:PORT to listen on");
 ABSL_FLAG(std::string, replica, "replica", "replica name put in events");
 ABSL_FLAG(int, tick_ms, 20, "milliseconds between events of a stream (> 0)");
 ABSL_FLAG(std::string, shutdown, "graceful",
-          "on SIGTERM: graceful | cancel-first | abrupt");
+          "on SIGTERM: graceful | cancel-first | abrupt | tether");
 ABSL_FLAG(int, drain_ms, 2000,
-          "graceful: shutdown deadline after GOAWAY; cancel-first: how long "
+          "graceful, tether: shutdown deadline after GOAWAY; cancel-first: "
+          "how long "
           "new streams are failed (>= 0)");
 ABSL_FLAG(int, pre_drain_ms, 100,
-          "graceful: pause between NOT_SERVING and GOAWAY (>= 0)");
+          "graceful: pause between NOT_SERVING and GOAWAY; tether: the "
+          "unready window (>= 0)");
+ABSL_FLAG(int, notice_grace_ms, 500,
+          "tether: how long watches get to leave after their drain notice "
+          "(>= 0)");
 
 namespace ex = ::tether::examples;
 
@@ -58,6 +66,8 @@ int main(int argc, char** argv) {
   o.tick = absl::Milliseconds(absl::GetFlag(FLAGS_tick_ms));
   o.drain = absl::Milliseconds(absl::GetFlag(FLAGS_drain_ms));
   o.pre_drain = absl::Milliseconds(absl::GetFlag(FLAGS_pre_drain_ms));
+  o.notice_grace = absl::Milliseconds(absl::GetFlag(FLAGS_notice_grace_ms));
+  o.drain_controller = mode == ex::ShutdownMode::kTether;
   ex::LedgerReplica replica(o);
   s = replica.Start();
   if (!s.ok()) {

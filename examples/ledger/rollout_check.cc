@@ -31,7 +31,8 @@
 
 ABSL_FLAG(std::string, server, "", "path of ledger_server");
 ABSL_FLAG(std::string, watch, "", "path of ledger_watch");
-ABSL_FLAG(std::string, shutdown, "graceful", "graceful|cancel-first|abrupt");
+ABSL_FLAG(std::string, shutdown, "graceful",
+          "graceful|cancel-first|abrupt|tether");
 ABSL_FLAG(int, replicas, 2, "replicas behind the proxy");
 ABSL_FLAG(int, accounts, 8, "watches per client");
 ABSL_FLAG(int, tick_ms, 20, "server tick");

@@ -22,9 +22,13 @@ namespace server {
 // optional: a handler may poll its `DrainCall` instead (sync handlers).
 //
 // Each hook runs at most once, on a thread of tether's (the clock's, or the
-// thread that moved the drain on), never inside `Register`, never under a
-// tether lock, and never after the call's `DrainCall` was destroyed. Hooks
-// must not block: the drain's other hooks and events wait behind them.
+// thread that moved the drain on), never on the thread inside `Register`,
+// never under a tether lock, and never after the call's `DrainCall` was
+// destroyed. A call registered after a step began hears it at once: its
+// hook may run before `Register` has returned to the handler, concurrently
+// with the handler's own code, so guard what it shares (the reactor's
+// state) and register last in a constructor. Hooks must not block: the
+// drain's other hooks and events wait behind them.
 struct DrainHooks {
   // Step 2: send the app's drain notice on this call (its own message
   // type: a flag or a oneof case the client recognizes). A callback reactor

@@ -42,6 +42,9 @@ TETHER_APT_PACKAGES=(
   curl
   etcd-server
   etcd-client
+  # tether::server's proxy tests: a drain behind an L7 proxy.
+  nginx-light
+  haproxy
 )
 
 # Only for scripts/test --fuzz: clang and libFuzzer. The normal build (gcc)

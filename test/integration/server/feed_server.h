@@ -47,6 +47,11 @@ struct FeedServerOptions {
   std::shared_ptr<grpc::ServerCredentials> credentials;
 };
 
+// A TCP connection to 127.0.0.1:`port`: its socket, or -1 when refused.
+int ConnectLoopback(int port);
+// True when something accepts a TCP connection on 127.0.0.1:`port`.
+bool AcceptsConnections(int port);
+
 // Drops a drain's log lines (tests read its observer and report).
 class QuietSink final : public LogSink {
  public:

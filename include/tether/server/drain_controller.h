@@ -83,8 +83,10 @@ class DrainController {
   // True once `Begin()` was called.
   bool draining() const;
 
-  // Blocks until the drain is over (at most the hard bound after `Begin()`;
-  // for ever if `Begin()` is never called) and returns its report.
+  // Blocks until the drain is over and returns its report: at most the
+  // hard bound after `Begin()`. Before `Begin()` it waits for it, like
+  // `grpc::Server::Wait` (a main thread may park here while another thread
+  // takes SIGTERM and calls `Begin()`).
   DrainReport Wait();
   // As `Wait`, for at most `timeout`; nullopt if the drain is not over.
   absl::optional<DrainReport> WaitFor(absl::Duration timeout);

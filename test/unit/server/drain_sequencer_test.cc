@@ -394,6 +394,21 @@ TEST_F(DrainSequencerTest, StopFreezesTheDrain) {
   EXPECT_FALSE(sequencer_->Begin());
 }
 
+TEST_F(DrainSequencerTest, ACallMayOutliveItsDrain) {
+  Start();
+  std::unique_ptr<DrainCall> call = Call("a");
+  sequencer_->Begin();
+  clock_->AdvanceBy(absl::Seconds(5));
+  EXPECT_TRUE(call->notice_due());
+  sequencer_->Stop();
+  sequencer_.reset();  // the controller is gone; the handler still runs
+  EXPECT_TRUE(call->notice_due());
+  EXPECT_FALSE(call->end_status().has_value());
+  call.reset();  // unregisters from nothing
+  clock_->AdvanceBy(absl::Hours(1));
+  EXPECT_EQ(clock_->PendingTimers(), 0u);
+}
+
 TEST_F(DrainSequencerTest, ACallMayEndInsideItsOwnHook) {
   Start();
   std::unique_ptr<DrainCall> call;

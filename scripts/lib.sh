@@ -42,6 +42,7 @@ TETHER_APT_PACKAGES=(
   curl
   etcd-server
   etcd-client
+  doxygen
 )
 
 # Only for scripts/test --fuzz: clang and libFuzzer. The normal build (gcc)

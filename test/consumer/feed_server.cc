@@ -11,19 +11,19 @@ namespace consumer {
 
 bool Executions::Execute(const std::string& key) {
   std::lock_guard<std::mutex> lock(mu_);
-  return ++count_[key] == 1;
-}
-
-std::int64_t Executions::repeated() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  std::int64_t n = 0;
-  for (const auto& entry : count_) n += entry.second > 1 ? 1 : 0;
-  return n;
+  if (executed_.insert(key).second) return true;
+  ++replays_;
+  return false;
 }
 
 std::int64_t Executions::executed() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return static_cast<std::int64_t>(count_.size());
+  return static_cast<std::int64_t>(executed_.size());
+}
+
+std::int64_t Executions::replays() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return replays_;
 }
 
 class FeedServer::Service final : public tether_consumer::Feed::Service {
@@ -44,10 +44,10 @@ class FeedServer::Service final : public tether_consumer::Feed::Service {
     return grpc::Status::OK;
   }
 
-  grpc::Status Place(grpc::ServerContext* /*context*/,
-                     grpc::ServerReaderWriter<tether_consumer::Ack,
-                                              tether_consumer::Order>* stream)
-      override {
+  grpc::Status Place(
+      grpc::ServerContext* /*context*/,
+      grpc::ServerReaderWriter<tether_consumer::Ack, tether_consumer::Order>*
+          stream) override {
     tether_consumer::Order order;
     while (stream->Read(&order)) {
       executions_->Execute(order.key());  // once per key, across servers

@@ -11,9 +11,9 @@
 
 #include <chrono>
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 
 #include "consumer.grpc.pb.h"
@@ -21,18 +21,20 @@
 
 namespace consumer {
 
-// How many times each order key was executed. Thread-safe.
+// The orders the servers executed, by key, and how many arrived again
+// (replayed by the client) and were acknowledged without executing.
+// Thread-safe.
 class Executions {
  public:
   // Executes `key` unless it was; true if this call executed it.
   bool Execute(const std::string& key);
-  // Keys executed more than once (must stay 0), and keys executed.
-  std::int64_t repeated() const;
   std::int64_t executed() const;
+  std::int64_t replays() const;
 
  private:
   mutable std::mutex mu_;
-  std::map<std::string, int> count_;
+  std::set<std::string> executed_;
+  std::int64_t replays_ = 0;
 };
 
 class FeedServer {

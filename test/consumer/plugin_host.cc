@@ -8,13 +8,22 @@
 #include <string>
 
 #include "plugin.h"
+#include "rollout_check.h"
 
 int main() {
-  const std::string error = consumer::StreamThroughSharedObject();
-  std::printf("%s: a stream from inside a shared object%s%s\n",
-              error.empty() ? "ok  " : "FAIL", error.empty() ? "" : ": ",
-              error.c_str());
-  std::printf("%s\n", error.empty() ? "consumer_plugin_host: PASS"
+  int failures = 0;
+  auto check = [&](const std::string& error, const char* what) {
+    std::printf("%s: %s%s%s\n", error.empty() ? "ok  " : "FAIL", what,
+                error.empty() ? "" : ": ", error.c_str());
+    if (!error.empty()) ++failures;
+  };
+  check(consumer::StreamThroughSharedObject(),
+        "a stream from inside a shared object");
+  check(consumer::RolloutWithOneClient(),
+        "one tether::Client: a server stream and a bidi stream through "
+        "graceful and abrupt restarts, 0 lost, 0 duplicates, 0 errors, "
+        "every order executed once");
+  std::printf("%s\n", failures == 0 ? "consumer_plugin_host: PASS"
                                     : "consumer_plugin_host: FAIL");
-  return error.empty() ? 0 : 1;
+  return failures == 0 ? 0 : 1;
 }

@@ -15,7 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/types/optional.h"
 #include "ledger/ledger.grpc.pb.h"
-#include "tether/connection_pool.h"
+#include "tether/client.h"
 
 using tether::examples::ledger::v1::AccountEvent;
 using tether::examples::ledger::v1::Ledger;
@@ -28,7 +28,7 @@ inline void Apply(const AccountEvent& /*event*/) {}
 inline void Report(const absl::Status& /*status*/) {}
 inline void Confirm(const OrderAck& /*ack*/) {}
 inline std::string NewIdempotencyKey() { return "0b6c5e1a"; }
-inline std::shared_ptr<tether::ConnectionPool> LedgerPool() { return nullptr; }
+tether::Client& LedgerClient();  // the application's one client
 
 // A thread-safe set of keys.
 class KeySet {

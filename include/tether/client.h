@@ -7,6 +7,8 @@
 #ifndef TETHER_CLIENT_H_
 #define TETHER_CLIENT_H_
 
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <utility>
@@ -34,8 +36,12 @@ struct ClientOptions {
   // credentials, keepalive, health checks...). `pool.breaker` must stay
   // empty: the client gives the pool its own breaker. `pool.observer` is
   // kept and runs next to the client's logging and metrics. Required:
-  // `pool.target` or `pool.addresses`.
-  ConnectionPoolOptions pool;
+  // `pool.target` or `pool.addresses`. Unlike a `ConnectionPoolOptions()`,
+  // `pool.health_check` is on: a server that turns NOT_SERVING before it
+  // goes away (a Kubernetes preStop hook) moves its streams before its
+  // GOAWAY, and a server without the health service answers UNIMPLEMENTED,
+  // which counts as serving; the cost is one Watch call per connection.
+  ConnectionPoolOptions pool = HealthChecked();
 
   // The dependency's circuit breaker, shared by the pool, every stream and
   // every unary caller the client makes. Default: `CircuitBreakerOptions()`
@@ -75,12 +81,21 @@ struct ClientOptions {
   // Unit tests pass a `fakes::FakeConnectionSource` (then `pool` is not
   // used and `Client::pool()` is null).
   std::shared_ptr<ConnectionSource> connections;
+
+ private:
+  static ConnectionPoolOptions HealthChecked() {
+    ConnectionPoolOptions o;
+    o.health_check = true;
+    return o;
+  }
 };
 
 // What one stream adds to the client's defaults.
 struct StreamSettings {
   // Names the stream's method in metrics (`grpc.method`), e.g.
-  // "ledger.v1.Ledger/WatchAccount". Default "": labelled "unnamed".
+  // "ledger.v1.Ledger/WatchAccount", and the stream in log lines
+  // ("stream <method>#<n>: ...", n counting the client's streams from 1).
+  // Default "": labelled "unnamed".
   std::string method;
   // Replaces `ClientOptions::streams` for this stream (same rules: leave
   // `breaker` empty). Default nullopt: the client's.
@@ -217,6 +232,8 @@ class Client {
   std::shared_ptr<CircuitBreaker> breaker_;
   std::shared_ptr<ConnectionPool> pool_;
   std::shared_ptr<ConnectionSource> connections_;
+  // Numbers the streams in their log names.
+  mutable std::atomic<std::uint64_t> streams_made_{0};
 };
 
 }  // namespace tether

@@ -139,12 +139,13 @@ absl::StatusOr<ReconnectingStreamOptions> Client::OptionsFor(
   }
   options.breaker = breaker_;
   if (!options.clock) options.clock = clock_;
+  const std::string method =
+      settings.method.empty() ? "unnamed" : settings.method;
   options.observer = Combined<StreamObserver>(
-      {log_,
-       metrics_ ? MakeMetricsObserver(
-                      metrics_,
-                      settings.method.empty() ? "unnamed" : settings.method,
-                      target_label_, options.clock)
+      {log_ ? log_->ForStream(absl::StrCat(method, "#", ++streams_made_))
+            : nullptr,
+       metrics_ ? MakeMetricsObserver(metrics_, method, target_label_,
+                                      options.clock)
                 : nullptr,
        std::move(options.observer)});
   return options;

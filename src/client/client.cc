@@ -49,6 +49,14 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(ClientOptions options) {
     return absl::InvalidArgumentError(
         absl::StrCat("ClientOptions.streams: ", s.message()));
   }
+  if (!options.connections) {
+    // Before anything starts: a pool that cannot be made leaves nothing
+    // behind (no breaker timers, no logging observer).
+    if (absl::Status s = Validate(options.pool); !s.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("ClientOptions.pool: ", s.message()));
+    }
+  }
   if (absl::Status s = Validate(options.unary); !s.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("ClientOptions.unary: ", s.message()));

@@ -101,6 +101,10 @@ TEST(ClientIntegrationTest, RestartsAndAnOutageThatEnds) {
   options.breaker.break_jitter = 0;
   auto client = Client::Create(options);
   ASSERT_TRUE(client.ok()) << client.status();
+  ASSERT_NE((*client)->pool(), nullptr);
+  EXPECT_EQ((*client)->connections(), (*client)->pool());
+  EXPECT_EQ((*client)->target_label(),
+            a.address() + "," + b.address());  // no label to invent
 
   Ledger ledger;
   constexpr int kKeys = 4;

@@ -7,7 +7,7 @@
 # the exact commands CMake uses for them (compile_commands.json), ccache
 # left out. Runs each RUNS times (default 3) alternating, and prints the
 # medians; the last line is one JSON object: tu_raw_s, tu_tether_s, ratio
-# (held to <= 1.5, issue 12).
+# (target: <= 1.5, see docs/performance.md).
 #
 #   bench/compile_time.sh BUILD_DIR [RUNS]
 #

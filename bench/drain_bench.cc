@@ -469,7 +469,7 @@ ScenarioResult RunScenario(const Flags& f, bool cancel_first, int standby) {
     }
     // Rollouts at a realistic pace: the pool treats a connection lost less
     // than probe_max_backoff (300 ms) after it became usable as a failing
-    // one and paces its replacement (storm protection, issue 10); a
+    // one and paces its replacement (storm protection); a
     // healthy one lost later is replaced at once.
     absl::SleepFor(absl::Milliseconds(f.pace_ms));
     std::unique_ptr<TestServer>& old = replicas.front();

@@ -33,7 +33,7 @@
 //
 // The last line is one JSON object: raw_bytes_per_stream,
 // channel_bytes_per_stream, tether_pool_bytes_per_stream and
-// pool_minus_raw_bytes (the figure held to <= 2048, issue 12).
+// pool_minus_raw_bytes (target: <= 2048, see docs/performance.md).
 //
 //   memory_bench [--streams=1000] [--warmup=16]
 #include <malloc.h>

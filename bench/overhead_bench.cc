@@ -12,7 +12,7 @@
 // each kind, so effects of position (the second of a raw-then-tether pair
 // ran systematically faster in one run here) and linear drift cancel within
 // a block. Reports every measurement, every block ratio, the median
-// block ratio (the figure checked against the floor of 0.97, issue 12) and
+// block ratio (target: >= 0.97, see docs/performance.md) and
 // the ratio of the medians of all measurements. The last line is one JSON
 // object: ratio_median, ratio_min, ratio_max, raw_msgs_per_s,
 // tether_msgs_per_s.

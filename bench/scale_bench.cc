@@ -31,8 +31,8 @@
 // The last line is one JSON object: streams, cold_open_all_delivering_ms
 // (first Start call -> the last stream's first event), and
 // migration_all_delivering_ms (Shutdown -> the last stream's first event
-// from "b"), both from per-stream timestamps, and their ratio (held to
-// <= 1.5, issue 12).
+// from "b"), both from per-stream timestamps, and their ratio (target:
+// <= 1.5, see docs/performance.md).
 #include <sys/resource.h>
 
 #include <algorithm>

@@ -11,15 +11,33 @@
 #                                   # (implies GRPC; links GTest::gmock)
 #     [IMPORT_DIRS <dir>...]        # proto roots; default: the directory of
 #                                   # each proto file
-#     [OUT_DIR <dir>])              # default:
+#     [OUT_DIR <dir>]               # default:
 #                                   # ${CMAKE_CURRENT_BINARY_DIR}/<name>_gen
+#     [INCLUDE_DESTINATION <dir>])  # where tether_install_proto() puts the
+#                                   # headers, relative to the install
+#                                   # prefix; default CMAKE_INSTALL_INCLUDEDIR
+#                                   # ("include")
 #
 # Each proto file must lie under one of IMPORT_DIRS; its path relative to that
 # root is the path protoc records (and the one `import` statements use), and
 # the generated files land at the same relative path under OUT_DIR. OUT_DIR is
 # added to the target's PUBLIC include directories as a SYSTEM directory, so
 # code including "<path>/<name>.pb.h" builds without warnings from generated
-# code. The generated sources get no warning flags and no -Werror.
+# code; once installed, INCLUDE_DESTINATION takes its place. The generated
+# sources get no warning flags and no -Werror. The library is
+# position-independent (unless CMAKE_POSITION_INDEPENDENT_CODE says
+# otherwise), so it also links into shared objects.
+#
+# tether_install_proto(): install such a library and its headers.
+#
+#   tether_install_proto(
+#     TARGET <name>                 # made by tether_generate_proto (required)
+#     EXPORT <export-set>           # install(EXPORT) set to add it to
+#                                   # (required)
+#     [LIBRARY_DESTINATION <dir>])  # default CMAKE_INSTALL_LIBDIR ("lib")
+#
+# The headers keep their paths relative to the proto roots, under the
+# target's INCLUDE_DESTINATION; the exported target finds them there.
 #
 # The library links protobuf::libprotobuf PUBLIC, and gRPC::grpc++ with GRPC,
 # and GTest::gmock with MOCKS (the generated mock header includes gmock).
@@ -37,9 +55,11 @@
 #   // my_app.cc: #include "feed.grpc.pb.h"
 
 include_guard(GLOBAL)
+include(GNUInstallDirs)
 
 function(tether_generate_proto)
-  cmake_parse_arguments(PARSE_ARGV 0 arg "GRPC;MOCKS" "TARGET;OUT_DIR"
+  cmake_parse_arguments(PARSE_ARGV 0 arg "GRPC;MOCKS"
+                        "TARGET;OUT_DIR;INCLUDE_DESTINATION"
                         "PROTOS;IMPORT_DIRS")
   if(arg_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "tether_generate_proto: unknown arguments: "
@@ -172,8 +192,17 @@ function(tether_generate_proto)
   target_compile_features(${arg_TARGET} PUBLIC cxx_std_17)
   # Generated code: no project warning flags are added to this target, and
   # the headers are SYSTEM for every user so they do not trip -Werror there.
+  set(include_destination "${arg_INCLUDE_DESTINATION}")
+  if(NOT include_destination)
+    set(include_destination "${CMAKE_INSTALL_INCLUDEDIR}")
+  endif()
   target_include_directories(${arg_TARGET} SYSTEM PUBLIC
-                             "$<BUILD_INTERFACE:${out_dir}>")
+                             "$<BUILD_INTERFACE:${out_dir}>"
+                             "$<INSTALL_INTERFACE:${include_destination}>")
+  if(NOT DEFINED CMAKE_POSITION_INDEPENDENT_CODE)
+    set_target_properties(${arg_TARGET} PROPERTIES
+      POSITION_INDEPENDENT_CODE ON)
+  endif()
   target_link_libraries(${arg_TARGET} PUBLIC protobuf::libprotobuf)
   if(arg_GRPC)
     target_link_libraries(${arg_TARGET} PUBLIC gRPC::grpc++)
@@ -182,5 +211,36 @@ function(tether_generate_proto)
     target_link_libraries(${arg_TARGET} PUBLIC GTest::gmock)
   endif()
   set_target_properties(${arg_TARGET} PROPERTIES
-    TETHER_PROTO_OUT_DIR "${out_dir}")
+    TETHER_PROTO_OUT_DIR "${out_dir}"
+    TETHER_PROTO_INCLUDE_DESTINATION "${include_destination}")
+endfunction()
+
+function(tether_install_proto)
+  cmake_parse_arguments(PARSE_ARGV 0 arg "" "TARGET;EXPORT;LIBRARY_DESTINATION"
+                        "")
+  if(arg_UNPARSED_ARGUMENTS)
+    message(FATAL_ERROR "tether_install_proto: unknown arguments: "
+                        "${arg_UNPARSED_ARGUMENTS}")
+  endif()
+  if(NOT arg_TARGET OR NOT arg_EXPORT)
+    message(FATAL_ERROR "tether_install_proto: TARGET and EXPORT are required")
+  endif()
+  if(NOT TARGET ${arg_TARGET})
+    message(FATAL_ERROR "tether_install_proto: no target ${arg_TARGET}")
+  endif()
+  get_target_property(out_dir ${arg_TARGET} TETHER_PROTO_OUT_DIR)
+  get_target_property(include_destination ${arg_TARGET}
+                      TETHER_PROTO_INCLUDE_DESTINATION)
+  if(NOT out_dir OR NOT include_destination)
+    message(FATAL_ERROR "tether_install_proto: ${arg_TARGET} was not made by "
+                        "tether_generate_proto")
+  endif()
+  set(library_destination "${arg_LIBRARY_DESTINATION}")
+  if(NOT library_destination)
+    set(library_destination "${CMAKE_INSTALL_LIBDIR}")
+  endif()
+  install(TARGETS ${arg_TARGET} EXPORT ${arg_EXPORT}
+    ARCHIVE DESTINATION "${library_destination}")
+  install(DIRECTORY "${out_dir}/" DESTINATION "${include_destination}"
+    FILES_MATCHING PATTERN "*.h")
 endfunction()

@@ -45,6 +45,7 @@ TETHER_APT_PACKAGES=(
   # tether::server's proxy tests: a drain behind an L7 proxy.
   nginx-light
   haproxy
+  doxygen
 )
 
 # Only for scripts/test --fuzz: clang and libFuzzer. The normal build (gcc)

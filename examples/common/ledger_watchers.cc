@@ -159,13 +159,15 @@ class TetherWatch::Observer final : public StreamObserver {
   std::set<std::uint64_t> delivered_ ABSL_GUARDED_BY(mu_);
 };
 
-absl::StatusOr<std::unique_ptr<TetherWatch>> TetherWatch::Start(
-    Target target, std::shared_ptr<WatchRecorder> recorder,
-    ReconnectingStreamOptions base) {
+absl::StatusOr<std::unique_ptr<TetherWatch>> TetherWatch::Make(
+    std::shared_ptr<WatchRecorder> recorder,
+    const std::function<absl::StatusOr<std::unique_ptr<Stream>>(
+        Stream::Spec, std::shared_ptr<StreamObserver>, Stream::MessageCallback,
+        Stream::DoneCallback)>& start) {
   std::unique_ptr<TetherWatch> w(new TetherWatch);
   w->recorder_ = recorder;
   w->stopping_ = std::make_shared<std::atomic<bool>>(false);
-  StreamSpec<lv1::WatchAccountRequest, lv1::AccountEvent> spec;
+  Stream::Spec spec;
   spec.start = StartWith<lv1::Ledger>(&lv1::Ledger::Stub::async::WatchAccount);
   spec.request.set_account(recorder->account());
   // A drain notice is a control message: no position, and the recorder
@@ -176,23 +178,51 @@ absl::StatusOr<std::unique_ptr<TetherWatch>> TetherWatch::Start(
   spec.resume_after = [](lv1::WatchAccountRequest& r, std::uint64_t seq) {
     r.set_after_seq(seq);
   };
-  auto own = std::make_shared<Observer>(recorder);
-  if (base.observer) {
-    base.observer = CombineObservers({own, base.observer});
-  } else {
-    base.observer = std::move(own);
-  }
   auto stopping = w->stopping_;
-  auto stream =
-      ReconnectingStream<lv1::WatchAccountRequest, lv1::AccountEvent>::Start(
-          std::move(target), std::move(spec), std::move(base),
-          [recorder](lv1::AccountEvent&& e) { recorder->OnEvent(e); },
-          [recorder, stopping](const absl::Status& s) {
-            if (!stopping->load() && !s.ok()) recorder->OnError(s);
-          });
+  auto stream = start(
+      std::move(spec), std::make_shared<Observer>(recorder),
+      [recorder](lv1::AccountEvent&& e) { recorder->OnEvent(e); },
+      [recorder, stopping](const absl::Status& s) {
+        if (!stopping->load() && !s.ok()) recorder->OnError(s);
+      });
   if (!stream.ok()) return stream.status();
   w->stream_ = *std::move(stream);
   return w;
+}
+
+absl::StatusOr<std::unique_ptr<TetherWatch>> TetherWatch::Start(
+    Target target, std::shared_ptr<WatchRecorder> recorder,
+    ReconnectingStreamOptions base) {
+  return Make(std::move(recorder),
+              [&](Stream::Spec spec, std::shared_ptr<StreamObserver> own,
+                  Stream::MessageCallback on_message,
+                  Stream::DoneCallback on_done) {
+                base.observer = base.observer
+                                    ? CombineObservers({own, base.observer})
+                                    : own;
+                return Stream::Start(std::move(target), std::move(spec),
+                                     std::move(base), std::move(on_message),
+                                     std::move(on_done));
+              });
+}
+
+absl::StatusOr<std::unique_ptr<TetherWatch>> TetherWatch::Start(
+    Client& client, std::shared_ptr<WatchRecorder> recorder) {
+  return Make(std::move(recorder),
+              [&](Stream::Spec spec, std::shared_ptr<StreamObserver> own,
+                  Stream::MessageCallback on_message,
+                  Stream::DoneCallback on_done) {
+                StreamSettings settings;
+                settings.method =
+                    "tether.examples.ledger.v1.Ledger/WatchAccount";
+                settings.options = client.stream_options();
+                settings.options->observer =
+                    settings.options->observer
+                        ? CombineObservers({own, settings.options->observer})
+                        : own;
+                return client.Start(std::move(spec), std::move(on_message),
+                                    std::move(on_done), std::move(settings));
+              });
 }
 
 TetherWatch::~TetherWatch() { Stop(); }

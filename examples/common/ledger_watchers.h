@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -20,6 +21,7 @@
 #include "grpcpp/client_context.h"
 #include "ledger/ledger.grpc.pb.h"
 #include "tether/circuit_breaker.h"
+#include "tether/client.h"
 #include "tether/reconnecting_stream.h"
 
 namespace tether {
@@ -100,13 +102,25 @@ class TetherWatch {
   static absl::StatusOr<std::unique_ptr<TetherWatch>> Start(
       Target target, std::shared_ptr<WatchRecorder> recorder,
       ReconnectingStreamOptions base);
+  // The same through `client`, with its options (breaker, backoff, logs,
+  // metrics under the method name) and the recorder's observer.
+  static absl::StatusOr<std::unique_ptr<TetherWatch>> Start(
+      Client& client, std::shared_ptr<WatchRecorder> recorder);
   ~TetherWatch();  // Stop()
   void Stop();
   StreamStats stats() const;
 
  private:
   class Observer;
+  using Stream =
+      ReconnectingStream<lv1::WatchAccountRequest, lv1::AccountEvent>;
   TetherWatch() = default;
+  // The watch's spec, callbacks and observer; `start` makes the stream.
+  static absl::StatusOr<std::unique_ptr<TetherWatch>> Make(
+      std::shared_ptr<WatchRecorder> recorder,
+      const std::function<absl::StatusOr<std::unique_ptr<Stream>>(
+          Stream::Spec, std::shared_ptr<StreamObserver>,
+          Stream::MessageCallback, Stream::DoneCallback)>& start);
   std::shared_ptr<WatchRecorder> recorder_;
   std::shared_ptr<std::atomic<bool>> stopping_;
   std::unique_ptr<

@@ -9,7 +9,8 @@
 // Three ledger replicas run in this process behind a loopback proxy that
 // routes each new connection like a Kubernetes Service (round robin over the
 // current endpoints). 32 watches go through tether (ReconnectingStream over
-// one health-checked ConnectionPool, one shared CircuitBreaker) and 32
+// one tether::Client: a health-checked pool and a breaker wired to it and to
+// every stream) and 32
 // through the naive loop (one channel, blocking stub, reopen at once, "ended
 // before the first message" = the ledger is down; the app subscribes again
 // a second later; a breaker that counts every error end). Then:
@@ -99,11 +100,30 @@ struct Client {
 
 using tether::support::Percentile;
 
+// Time from the replicas being back after the outage (the "back" marker) to
+// the watch's first event after it.
+std::vector<double> Recoveries(const ex::WatchRecorder& r,
+                               const std::vector<Marker>& markers) {
+  std::vector<double> out;
+  for (const Marker& m : markers) {
+    if (m.phase != kOutage || !m.replica.empty()) continue;
+    for (const ex::Segment& s : r.segments()) {
+      if (s.start_ms >= m.t_ms) {
+        out.push_back(s.start_ms - m.t_ms);
+        break;
+      }
+    }
+  }
+  return out;
+}
+
 // Time from a replica leaving (marker) to the first event from another
-// replica, for every watch that was on it.
+// replica, for every watch that was on it; for the outage, from the
+// replicas being back.
 std::vector<double> Migrations(const ex::WatchRecorder& r,
                                const std::vector<Marker>& markers, int phase,
                                double tick_ms) {
+  if (phase == kOutage) return Recoveries(r, markers);
   std::vector<double> out;
   std::vector<ex::Segment> segs = r.segments();
   for (const Marker& m : markers) {
@@ -199,7 +219,14 @@ std::string RenderSvg(const std::vector<Client*>& clients,
     colour[replica] = c;
     return c;
   };
-  const double left = 90, right = 20, top = 60, lane = 7, gap = 24;
+  // The marker labels are rotated -30 degrees above the lanes: leave them
+  // room below the title (9 px text, about 5.5 px a character, rising by
+  // sin 30 = 1/2 of their length).
+  std::size_t longest = 0;
+  for (const Marker& m : markers) longest = std::max(longest, m.label.size());
+  const double title_bottom = 24;
+  const double top = title_bottom + 5.5 * longest / 2 + 34;
+  const double left = 90, right = 20, lane = 7, gap = 24;
   const double width = 1200;
   std::size_t lanes = 0;
   for (Client* c : clients) lanes += c->recorders.size();
@@ -370,6 +397,7 @@ int main(int argc, char** argv) {
   Client tether_client, naive_client;
   tether_client.name = "tether";
   naive_client.name = "naive";
+  bo.name = naive_client.name;
   // Metrics (--metrics) and logs (--log) of the tether client.
   std::shared_ptr<tether::MetricsSink> metrics_sink;
 #if TETHER_DEMO_PROMETHEUS
@@ -398,22 +426,34 @@ int main(int argc, char** argv) {
     return 1;
 #endif
   }
-  std::shared_ptr<tether::LoggingObserver> log;
+  // The tether side is one tether::Client: pool, breaker (wired to the pool
+  // and to every stream), backoff, logs and metrics from one options struct.
+  tether::ClientOptions co;
+  co.pool.target = proxy.address();
+  co.pool.health_check = true;
+  co.pool.credentials = client_credentials;
+  co.pool.channel_args = client_args;
+  co.breaker = bo;
+  co.breaker.name = tether_client.name;
+  // Backoff capped at 1 s (default 10 s), for the same reason.
+  tether::ExponentialBackoffOptions backoff;
+  backoff.max_delay = absl::Seconds(1);
+  co.streams.backoff = tether::ExponentialBackoff::Create(backoff).value();
+  co.logging = absl::nullopt;
   if (absl::GetFlag(FLAGS_log)) {
-    tether::LoggingOptions lo;
-    lo.prefix = "tether-client";
-    log = tether::LoggingObserver::Create(lo).value();
+    co.logging = tether::LoggingOptions();
+    co.logging->prefix = "tether-client";
   }
+  co.metrics = metrics_sink;
+  auto client = tether::Client::Create(std::move(co));
+  if (!client.ok()) {
+    std::fprintf(stderr, "rollout_demo: %s\n",
+                 client.status().ToString().c_str());
+    return 1;
+  }
+  tether_client.breaker = (*client)->breaker();
+  naive_client.breaker = tether::CircuitBreaker::Create(bo).value();
   for (Client* c : {&tether_client, &naive_client}) {
-    bo.name = c->name;
-    bo.observer = nullptr;
-    if (c == &tether_client) {
-      bo.observer = tether::CombineObservers(
-          {metrics_sink ? tether::MakeMetricsBreakerObserver(metrics_sink)
-                        : nullptr,
-           std::shared_ptr<tether::BreakerObserver>(log)});
-    }
-    c->breaker = tether::CircuitBreaker::Create(bo).value();
     c->breaker->AddListener(
         [c, &phase](tether::BreakerState, tether::BreakerState) {
           c->transitions[std::clamp(phase.load(), 0, kPhases - 1)]++;
@@ -423,38 +463,9 @@ int main(int argc, char** argv) {
           absl::StrCat("acct-", i), epoch, &phase));
     }
   }
-  tether::ConnectionPoolOptions po;
-  po.target = proxy.address();
-  po.health_check = true;
-  po.credentials = client_credentials;
-  po.channel_args = client_args;
-  po.observer = tether::CombineObservers(
-      {metrics_sink ? tether::MakeMetricsConnectionObserver(metrics_sink)
-                    : nullptr,
-       std::shared_ptr<tether::ConnectionObserver>(log)});
-  auto pool = tether::ConnectionPool::Create(std::move(po));
-  if (!pool.ok()) {
-    std::fprintf(stderr, "rollout_demo: %s\n",
-                 pool.status().ToString().c_str());
-    return 1;
-  }
   std::vector<std::unique_ptr<ex::TetherWatch>> tw;
-  tether::ReconnectingStreamOptions so;
-  so.breaker = tether_client.breaker;
-  // Backoff capped at 1 s (default 10 s), for the same reason.
-  tether::ExponentialBackoffOptions backoff;
-  backoff.max_delay = absl::Seconds(1);
-  so.backoff = tether::ExponentialBackoff::Create(backoff).value();
   for (auto& r : tether_client.recorders) {
-    // One metrics observer per stream (it counts the stream as open).
-    so.observer = tether::CombineObservers(
-        {metrics_sink ? tether::MakeMetricsObserver(
-                            metrics_sink,
-                            "tether.examples.ledger.v1.Ledger/WatchAccount",
-                            proxy.address())
-                      : nullptr,
-         std::shared_ptr<tether::StreamObserver>(log)});
-    auto w = ex::TetherWatch::Start(*pool, r, so);
+    auto w = ex::TetherWatch::Start(**client, r);
     if (!w.ok()) {
       std::fprintf(stderr, "rollout_demo: %s\n", w.status().ToString().c_str());
       return 1;
@@ -534,7 +545,7 @@ int main(int argc, char** argv) {
   for (auto& w : nw) w->Stop();
   tw.clear();
   nw.clear();
-  pool->reset();
+  client->reset();
 
   // The table.
   std::printf("\n%-7s %-13s %8s %5s %5s %7s %8s %9s %9s %9s %8s\n", "client",
@@ -572,8 +583,8 @@ int main(int argc, char** argv) {
       "\nevents: delivered to the app; lost: skipped seqs; errors: ends the "
       "app saw;\ndrain-hit: attempts that died before their first message "
       "(on a draining\nconnection, or into the outage); migr: replica leaves "
-      "-> first event from\nanother replica (outage: from the start of the "
-      "outage); breaker: transitions.\n");
+      "-> first event from\nanother replica (outage: replicas back -> first "
+      "event); breaker: transitions.\n");
 
   std::vector<Client*> clients = {&tether_client, &naive_client};
   std::string svg = RenderSvg(clients, markers, end_ms);

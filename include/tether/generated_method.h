@@ -62,6 +62,22 @@ StartWith(void (Async::*method)(grpc::ClientContext*, const Request*,
   };
 }
 
+// The same for a bidi method, for `BidiStreamSpec::start`: the callback-API
+// form `void Method(grpc::ClientContext*,
+// grpc::ClientBidiReactor<Request, Response>*)`.
+template <class Service, class Async, class Request, class Response>
+std::function<void(const std::shared_ptr<grpc::Channel>&, grpc::ClientContext*,
+                   grpc::ClientBidiReactor<Request, Response>*)>
+StartWith(void (Async::*method)(grpc::ClientContext*,
+                                grpc::ClientBidiReactor<Request, Response>*)) {
+  return [method](const std::shared_ptr<grpc::Channel>& channel,
+                  grpc::ClientContext* context,
+                  grpc::ClientBidiReactor<Request, Response>* reactor) {
+    auto stub = Service::NewStub(channel);
+    (stub->async()->*method)(context, reactor);
+  };
+}
+
 // A `StreamSpec::sequence_of` that reads an unsigned field through its
 // generated getter (`&Event::seq`). 0, proto3's value for an unset field,
 // means "no sequence number" (the stream ends with INTERNAL, as for any

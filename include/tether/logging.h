@@ -18,6 +18,9 @@
 #include "tether/observer.h"
 
 namespace tether {
+namespace internal {
+struct LogLine;
+}  // namespace internal
 
 enum class LogSeverity { kInfo, kWarning, kError };
 
@@ -144,6 +147,14 @@ class LoggingObserver final
   // Lines suppressed so far by the rate limit, over all kinds.
   std::uint64_t suppressed_total() const;
 
+  // A `StreamObserver` for one stream: the same lines as this observer's
+  // stream lines, each starting with "stream <name>: ", through this
+  // observer's sink, prefix and rate limits (it keeps this observer alive).
+  // It writes no line for a connection draining: give this observer to the
+  // pool, which writes that once for all its streams. `tether::Client`
+  // gives every stream one, named after its method and a counter.
+  std::shared_ptr<StreamObserver> ForStream(std::string name);
+
  private:
   explicit LoggingObserver(LoggingOptions options);
 
@@ -154,8 +165,11 @@ class LoggingObserver final
     Clock::TimerId flush_timer = 0;
   };
 
+  class StreamLog;
+
   // Writes `line` if the kind's window allows, else counts it.
   void Log(LogEvent kind, LogSeverity severity, absl::string_view line);
+  void Log(const internal::LogLine& line);
   // The window of `kind` ended: writes its summary, if any.
   void Flush(LogEvent kind);
   // Takes the summary line of `w` (empty if nothing was suppressed).

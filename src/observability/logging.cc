@@ -9,6 +9,18 @@
 #include "absl/strings/str_format.h"
 
 namespace tether {
+namespace internal {
+
+// One line of a stream's log: its kind (each kind has its own rate limit),
+// its severity and its text.
+struct LogLine {
+  LogEvent kind;
+  LogSeverity severity;
+  std::string text;
+};
+
+}  // namespace internal
+
 namespace {
 
 using internal::MutexLock;
@@ -22,9 +34,96 @@ class StderrSink final : public LogSink {
   }
 };
 
+// "CODE: message", or "CODE" alone when the message is empty or says the
+// same ("CANCELLED: CANCELLED" reads as a stutter).
 std::string StatusText(const absl::Status& s) {
   if (s.ok()) return "OK";
-  return absl::StrCat(absl::StatusCodeToString(s.code()), ": ", s.message());
+  const std::string code = absl::StatusCodeToString(s.code());
+  if (s.message().empty() || s.message() == code) return code;
+  return absl::StrCat(code, ": ", s.message());
+}
+
+// A duration as a person reads it: whole microseconds below 1 ms, whole
+// milliseconds below 10 s, tenths of a second above ("662us", "1.234s").
+std::string Readable(absl::Duration d) {
+  if (d < absl::Milliseconds(1)) {
+    return absl::FormatDuration(absl::Trunc(d, absl::Microseconds(1)));
+  }
+  if (d < absl::Seconds(10)) {
+    return absl::FormatDuration(absl::Trunc(d, absl::Milliseconds(1)));
+  }
+  return absl::FormatDuration(absl::Trunc(d, absl::Milliseconds(100)));
+}
+
+// The stream events' lines, made once for the unnamed observer and for
+// `LoggingObserver::ForStream`'s.
+
+internal::LogLine AttemptStartedLine(const AttemptInfo& info) {
+  std::string text =
+      absl::StrFormat("attempt %d started on connection %d (%s", info.attempt,
+                      info.connection_id, AttemptReasonName(info.reason));
+  if (info.resumed) {
+    absl::StrAppend(&text, ", resume after ", info.resume_after_seq);
+  }
+  text += ")";
+  return {LogEvent::kAttemptStarted, LogSeverity::kInfo, std::move(text)};
+}
+
+internal::LogLine AttemptEndedLine(const AttemptInfo& info,
+                                   const absl::Status& status,
+                                   EndClass classified, bool by_client) {
+  LogSeverity sev = LogSeverity::kInfo;
+  if (!by_client && classified == EndClass::kTransient) {
+    sev = LogSeverity::kWarning;
+  }
+  if (!by_client && classified == EndClass::kPermanent) {
+    sev = LogSeverity::kError;
+  }
+  return {
+      LogEvent::kAttemptEnded, sev,
+      absl::StrFormat("attempt %d on connection %d ended: %s (%s)",
+                      info.attempt, info.connection_id, StatusText(status),
+                      by_client ? absl::string_view("cancelled by the client")
+                                : EndClassName(classified))};
+}
+
+internal::LogLine DuplicateLine(std::uint64_t seq,
+                                std::uint64_t last_delivered) {
+  return {LogEvent::kDuplicate, LogSeverity::kInfo,
+          absl::StrFormat("duplicate seq %d dropped (last delivered %d)", seq,
+                          last_delivered)};
+}
+
+internal::LogLine GapLine(std::uint64_t expected, std::uint64_t got) {
+  return {LogEvent::kGap, LogSeverity::kWarning,
+          absl::StrFormat("gap: expected seq %d, got %d", expected, got)};
+}
+
+internal::LogLine BackoffLine(absl::Duration delay,
+                              const absl::Status& last_status) {
+  return {LogEvent::kBackoff, LogSeverity::kInfo,
+          absl::StrFormat("next attempt in %s after %s", Readable(delay),
+                          StatusText(last_status))};
+}
+
+internal::LogLine GaveUpLine(const absl::Status& status) {
+  return {LogEvent::kGaveUp, LogSeverity::kError,
+          absl::StrCat("gave up: ", StatusText(status))};
+}
+
+internal::LogLine StalledLine(const AttemptInfo& info,
+                              absl::Duration silent_for) {
+  return {
+      LogEvent::kStalled, LogSeverity::kWarning,
+      absl::StrFormat("attempt %d on connection %d stalled (silent for %s)",
+                      info.attempt, info.connection_id, Readable(silent_for))};
+}
+
+internal::LogLine ResyncLine(const absl::Status& why,
+                             std::uint64_t resume_after) {
+  return {LogEvent::kResync, LogSeverity::kWarning,
+          absl::StrFormat("resync after %s: resuming after %d", StatusText(why),
+                          resume_after)};
 }
 
 }  // namespace
@@ -142,6 +241,10 @@ std::string LoggingObserver::TakeSummaryLocked(LogEvent kind, Window& w,
   return line;
 }
 
+void LoggingObserver::Log(const internal::LogLine& line) {
+  Log(line.kind, line.severity, line.text);
+}
+
 void LoggingObserver::Log(LogEvent kind, LogSeverity severity,
                           absl::string_view line) {
   if (severity < options_.min_severity) return;
@@ -211,69 +314,92 @@ void LoggingObserver::Flush(LogEvent kind) {
 // --- Events ------------------------------------------------------------------
 
 void LoggingObserver::OnAttemptStarted(const AttemptInfo& info) {
-  std::string line =
-      absl::StrFormat("attempt %d started on connection %d (%s", info.attempt,
-                      info.connection_id, AttemptReasonName(info.reason));
-  if (info.resumed)
-    absl::StrAppend(&line, ", resume after ", info.resume_after_seq);
-  line += ")";
-  Log(LogEvent::kAttemptStarted, LogSeverity::kInfo, line);
+  Log(AttemptStartedLine(info));
 }
 
 void LoggingObserver::OnAttemptEnded(const AttemptInfo& info,
                                      const absl::Status& status,
                                      EndClass classified, bool by_client) {
-  LogSeverity sev = LogSeverity::kInfo;
-  if (!by_client && classified == EndClass::kTransient) {
-    sev = LogSeverity::kWarning;
-  }
-  if (!by_client && classified == EndClass::kPermanent) {
-    sev = LogSeverity::kError;
-  }
-  Log(LogEvent::kAttemptEnded, sev,
-      absl::StrFormat("attempt %d on connection %d ended: %s (%s)",
-                      info.attempt, info.connection_id, StatusText(status),
-                      by_client ? absl::string_view("cancelled by the client")
-                                : EndClassName(classified)));
+  Log(AttemptEndedLine(info, status, classified, by_client));
 }
 
 void LoggingObserver::OnDuplicateDropped(std::uint64_t seq,
                                          std::uint64_t last_delivered) {
-  Log(LogEvent::kDuplicate, LogSeverity::kInfo,
-      absl::StrFormat("duplicate seq %d dropped (last delivered %d)", seq,
-                      last_delivered));
+  Log(DuplicateLine(seq, last_delivered));
 }
 
 void LoggingObserver::OnGap(std::uint64_t expected, std::uint64_t got) {
-  Log(LogEvent::kGap, LogSeverity::kWarning,
-      absl::StrFormat("gap: expected seq %d, got %d", expected, got));
+  Log(GapLine(expected, got));
 }
 
 void LoggingObserver::OnBackoff(absl::Duration delay,
                                 const absl::Status& last_status) {
-  Log(LogEvent::kBackoff, LogSeverity::kInfo,
-      absl::StrFormat("next attempt in %s after %s",
-                      absl::FormatDuration(delay), StatusText(last_status)));
+  Log(BackoffLine(delay, last_status));
 }
 
 void LoggingObserver::OnGaveUp(const absl::Status& status) {
-  Log(LogEvent::kGaveUp, LogSeverity::kError,
-      absl::StrCat("gave up: ", StatusText(status)));
+  Log(GaveUpLine(status));
 }
 
 void LoggingObserver::OnStalled(const AttemptInfo& info,
                                 absl::Duration silent_for) {
-  Log(LogEvent::kStalled, LogSeverity::kWarning,
-      absl::StrFormat("attempt %d on connection %d stalled (silent for %s)",
-                      info.attempt, info.connection_id,
-                      absl::FormatDuration(silent_for)));
+  Log(StalledLine(info, silent_for));
 }
 
 void LoggingObserver::OnResync(const absl::Status& why,
                                std::uint64_t resume_after) {
-  Log(LogEvent::kResync, LogSeverity::kWarning,
-      absl::StrFormat("resync after %s: resuming after %d", StatusText(why),
-                      resume_after));
+  Log(ResyncLine(why, resume_after));
+}
+
+// One stream's lines, each starting with "stream <name>: ", through the
+// parent's sink, prefix and rate limits. A connection draining is the
+// pool's line (said once for every stream on it): the stream's next attempt
+// line says "migration".
+class LoggingObserver::StreamLog final : public StreamObserver {
+ public:
+  StreamLog(std::shared_ptr<LoggingObserver> parent, std::string name)
+      : parent_(std::move(parent)), name_(std::move(name)) {}
+
+  void OnAttemptStarted(const AttemptInfo& info) override {
+    Log(AttemptStartedLine(info));
+  }
+  void OnAttemptEnded(const AttemptInfo& info, const absl::Status& status,
+                      EndClass classified, bool by_client) override {
+    Log(AttemptEndedLine(info, status, classified, by_client));
+  }
+  void OnDuplicateDropped(std::uint64_t seq,
+                          std::uint64_t last_delivered) override {
+    Log(DuplicateLine(seq, last_delivered));
+  }
+  void OnGap(std::uint64_t expected, std::uint64_t got) override {
+    Log(GapLine(expected, got));
+  }
+  void OnBackoff(absl::Duration delay,
+                 const absl::Status& last_status) override {
+    Log(BackoffLine(delay, last_status));
+  }
+  void OnGaveUp(const absl::Status& status) override {
+    Log(GaveUpLine(status));
+  }
+  void OnStalled(const AttemptInfo& info, absl::Duration silent_for) override {
+    Log(StalledLine(info, silent_for));
+  }
+  void OnResync(const absl::Status& why, std::uint64_t resume_after) override {
+    Log(ResyncLine(why, resume_after));
+  }
+
+ private:
+  void Log(const internal::LogLine& line) {
+    parent_->Log(line.kind, line.severity,
+                 absl::StrCat("stream ", name_, ": ", line.text));
+  }
+
+  const std::shared_ptr<LoggingObserver> parent_;
+  const std::string name_;
+};
+
+std::shared_ptr<StreamObserver> LoggingObserver::ForStream(std::string name) {
+  return std::make_shared<StreamLog>(shared_from_this(), std::move(name));
 }
 
 void LoggingObserver::OnConnectionDraining(std::uint64_t connection_id,

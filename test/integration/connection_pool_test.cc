@@ -439,7 +439,7 @@ TEST(ConnectionPoolIntegrationTest, PoolMayBeDroppedFromAListenerCallback) {
   shutdown.join();
 }
 
-// Many listeners are told from several threads at once (issue 12); the
+// Many listeners are told from several threads at once; the
 // one that drops the last reference may be on a helper thread, which the
 // watcher thread waits for: the pool must still go away cleanly.
 TEST(ConnectionPoolIntegrationTest, PoolMayBeDroppedFromAnyOfManyListeners) {

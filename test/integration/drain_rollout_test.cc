@@ -1,6 +1,6 @@
 // Copyright 2026 The tether Authors. Licensed under the Apache License 2.0.
 //
-// Issue 3, tests 1-4: streams on a `ConnectionPool` leave a server that is
+// Streams on a `ConnectionPool` leave a server that is
 // going away (GOAWAY, the "cancel before GOAWAY" ordering bug, health
 // NOT_SERVING, one address of a list shutting down), against real gRPC
 // servers on 127.0.0.1. Every wait is on an event with a generous deadline;
@@ -560,7 +560,7 @@ TEST_F(DrainRollout, StreamsOfAStoppedAddressSpreadOverTheOthers) {
   StopStreamsAndWaitForPool(s, pool, pool_gone());
 }
 
-// 5. A standby connection (issue 12): the pool keeps a second READY
+// 5. A standby connection: the pool keeps a second READY
 // connection (here to B) while streams run on A's; A's GOAWAY moves every
 // stream onto it, with no connect on the critical path, and the pool then
 // opens a new spare in the background.

@@ -1,5 +1,5 @@
 // Copyright 2026 The tether Authors. Licensed under the Apache License 2.0.
-// Issue 11 against real gRPC servers on 127.0.0.1: a sparse, batched server
+// Positions against real gRPC servers on 127.0.0.1: a sparse, batched server
 // stream with progress notices and a bidi stream survive a graceful
 // shutdown (a real GOAWAY) with every item exactly once, and a resync the
 // server triggers (a resume below its compaction point).

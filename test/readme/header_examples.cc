@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "test/readme/readme_prelude.h"
+#include "tether/client.h"
 #include "tether/logging.h"
 #include "tether/metrics.h"
 #include "tether/reconnecting_stream.h"
@@ -45,6 +46,18 @@ using Watch = tether::ReconnectingStream<WatchRequest, Event>;
   tether::ReconnectingStreamOptions options;
   options.observer = tether::MakeMetricsObserver(
       sink, "ledger.Ledger/Watch", "dns:///ledger:443");
+}
+
+// include/tether/client.h, class comment.
+[[maybe_unused]] absl::Status ClientExample(
+    Watch::Spec spec, Watch::MessageCallback on_event,
+    Watch::DoneCallback on_done) {
+  tether::ClientOptions options;
+  options.pool.target = "ledger.internal:443";
+  auto client = tether::Client::Create(options);
+  if (!client.ok()) return client.status();
+  auto watch = (*client)->Start(spec, on_event, on_done);
+  return watch.status();
 }
 
 }  // namespace

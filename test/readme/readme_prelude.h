@@ -8,18 +8,44 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
+#include <set>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/types/optional.h"
 #include "ledger/ledger.grpc.pb.h"
+#include "tether/client.h"
 
 using tether::examples::ledger::v1::AccountEvent;
 using tether::examples::ledger::v1::Ledger;
+using tether::examples::ledger::v1::Order;
+using tether::examples::ledger::v1::OrderAck;
 using tether::examples::ledger::v1::WatchAccountRequest;
 
 // The application's own code.
 inline void Apply(const AccountEvent& /*event*/) {}
 inline void Report(const absl::Status& /*status*/) {}
+inline void Confirm(const OrderAck& /*ack*/) {}
+inline std::string NewIdempotencyKey() { return "0b6c5e1a"; }
+tether::Client& LedgerClient();  // the application's one client
+
+// A thread-safe set of keys.
+class KeySet {
+ public:
+  void Insert(const std::string& key) {
+    std::lock_guard<std::mutex> lock(mu_);
+    keys_.insert(key);
+  }
+  // True if `key` was in the set.
+  bool Erase(const std::string& key) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return keys_.erase(key) > 0;
+  }
+
+ private:
+  std::mutex mu_;
+  std::set<std::string> keys_;
+};
 
 #endif  // TETHER_TEST_README_README_PRELUDE_H_

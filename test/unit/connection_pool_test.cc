@@ -1510,7 +1510,7 @@ TEST_F(PoolCoreTest, SheddingOnEveryConnectionNeverFailsAPick) {
   EXPECT_LE(core_->Stats().open, 4u);
 }
 
-// --- Standby connections (issue 12) -----------------------------------------
+// --- Standby connections ---------------------------------------------------
 
 TEST(ConnectionPoolOptionsTest, StandbyConnectionsDefaultAndExtremes) {
   ConnectionPoolOptions o;

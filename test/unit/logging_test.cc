@@ -83,6 +83,40 @@ TEST_F(LoggingTest, LinesCarryPrefixFactsAndSeverity) {
   EXPECT_EQ(sink_->lines[4].first, LogSeverity::kWarning);
 }
 
+// Each stream's lines say which stream; a drain is the pool's line, once;
+// durations read as a person reads them; a status is not said twice.
+TEST_F(LoggingTest, StreamLinesCarryTheStreamsName) {
+  auto log = Make();
+  std::shared_ptr<StreamObserver> a = log->ForStream("ledger/Watch#1");
+  std::shared_ptr<StreamObserver> b = log->ForStream("ledger/Watch#2");
+  AttemptInfo info;
+  info.attempt = 1;
+  info.connection_id = 3;
+  a->OnAttemptStarted(info);
+  b->OnAttemptStarted(info);
+  a->OnConnectionDraining(3, "GOAWAY");  // the pool says it
+  b->OnConnectionDraining(3, "GOAWAY");
+  log->OnConnectionDraining(3, "GOAWAY");  // as the pool's observer
+  a->OnBackoff(absl::Microseconds(662.20575), absl::CancelledError("CANCELLED"));
+  b->OnStalled(info, absl::Milliseconds(12345.678));
+  EXPECT_THAT(
+      sink_->Texts(),
+      ElementsAre(
+          "watch/alice: stream ledger/Watch#1: attempt 1 started on "
+          "connection 3 (first)",
+          "watch/alice: stream ledger/Watch#2: attempt 1 started on "
+          "connection 3 (first)",
+          "watch/alice: connection 3 draining: GOAWAY",
+          "watch/alice: stream ledger/Watch#1: next attempt in 662us after "
+          "CANCELLED",
+          "watch/alice: stream ledger/Watch#2: attempt 1 on connection 3 "
+          "stalled (silent for 12.3s)"));
+  // The rate limit is the parent's: both streams' lines count in one window.
+  for (int i = 0; i < 5; ++i) a->OnGap(1, 3);
+  for (int i = 0; i < 5; ++i) b->OnGap(1, 3);
+  EXPECT_EQ(log->suppressed_total(), 7u);
+}
+
 TEST_F(LoggingTest, MinSeverityDropsLowerLines) {
   LoggingOptions o;
   o.sink = sink_;

@@ -269,7 +269,7 @@ TEST_F(PositionsTest, DenseSpacingStillReportsGapsWithPositionOf) {
   EXPECT_EQ(stream->stats().gaps, 1u);
 }
 
-// The Done-when: a migration's overlap returns a batch that
+// A migration's overlap returns a batch that
 // straddles the last delivered position; each item is delivered once.
 TEST_F(PositionsTest, BatchStraddlingAMigrationOverlapIsTrimmed) {
   options_.migration_hold_fallback = false;  // the old attempt delivers on

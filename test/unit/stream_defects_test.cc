@@ -1,5 +1,5 @@
 // Copyright 2026 The tether Authors. Licensed under the Apache License 2.0.
-// Regression tests for the stream core's defects (issue 9): quiet streams,
+// Regression tests for the stream core's defects: quiet streams,
 // cancels that complete late, re-entrant observers, callbacks after destroy,
 // make-before-break lost, throwing callbacks, the receive limit, events
 // after the end. Fake attempts and a fake clock; the threads used below only

@@ -239,8 +239,11 @@ enum class CancelMode {
 // for (`request()`, `connection_id()`, `cancelled()`). A `Script` queued with
 // `Expect` runs as soon as its attempt starts. Flow control is honoured: a
 // message sent while the stream is not reading waits for `Resume`, and the
-// final status waits for every queued message, as in gRPC. Cancelling ends
-// the attempt at once with CANCELLED. Sequences gRPC never produces (a
+// final status waits for every queued message, as in gRPC. A cancel ends
+// the attempt with CANCELLED later, as gRPC's `TryCancel` does: by default
+// (`CancelMode::kAsync`) on a zero-delay timer of the transport's clock
+// (`RunDue` completes it) or at `CompletePendingCancels()` without a clock;
+// `set_cancel_mode` chooses another mode. Sequences gRPC never produces (a
 // message or a second status after the final status, a GOAWAY with no
 // connection source to send it) fail the test with a message saying so.
 //

@@ -32,9 +32,9 @@
 #include "tether/internal/position_gate.h"
 #include "tether/internal/reopen_budget.h"
 #include "tether/internal/stream_random.h"
-#include "tether/internal/worker.h"
 #include "tether/observer.h"
 #include "tether/position.h"
+#include "tether/resync_pool.h"
 #include "tether/stream_options.h"
 #include "tether/transport.h"
 
@@ -81,7 +81,7 @@ struct AttemptRecord {
   // next message waits in the core's `held_` and it reads no further until
   // the stream falls back to it.
   bool held = false;
-  RetryPushback pushback;   // the server's, from the end's trailers
+  RetryPushback pushback;  // the server's, from the end's trailers
   // Whether the stream is moving off this attempt (make before break).
   bool leaving() const { return draining || stalled; }
 };
@@ -256,6 +256,7 @@ class StreamCoreImpl final
         open_timeout_(options.attempt_open_timeout),
         max_time_(options.max_time_without_progress),
         recovery_jitter_(options.recovery_jitter),
+        resync_pool_(std::move(options.resync_pool)),
         breaker_(std::move(options.breaker), clock_),
         queue_(options.max_buffered_messages, parts_->store(),
                std::move(on_done), this),
@@ -412,7 +413,7 @@ class StreamCoreImpl final
       try {
         parts_->Resume(request.get(), state);
       } catch (...) {
-        threw = CallbackThrew("resume_after", std::current_exception());
+        threw = CallbackThrew(hooks_.resume_name, std::current_exception());
       }
     }
     {
@@ -424,7 +425,7 @@ class StreamCoreImpl final
         // A resync that ended while this start ran found it in flight and
         // left the next start to it.
         if (epoch != resync_epoch_ && phase_ == Phase::kRunning && !current_) {
-          BeginStartLocked(AttemptReason::kReopen, w);
+          BeginStartLocked(AttemptReason::kResync, w);
         }
       } else {
         CommitStartLocked(reason, *std::move(pick), std::move(ticket),
@@ -482,9 +483,15 @@ class StreamCoreImpl final
       ++stats_.migrations;
       ArmHandoffTimerLocked(rec);
     } else {
-      rec->info.reason = reason == AttemptReason::kFirst && stats_.attempts == 1
-                             ? AttemptReason::kFirst
-                             : AttemptReason::kReopen;
+      // A first attempt that comes after failed starts is a reopen; the
+      // start after a resync keeps its reason.
+      if (reason == AttemptReason::kResync) {
+        rec->info.reason = AttemptReason::kResync;
+      } else if (reason == AttemptReason::kFirst && stats_.attempts == 1) {
+        rec->info.reason = AttemptReason::kFirst;
+      } else {
+        rec->info.reason = AttemptReason::kReopen;
+      }
     }
     current_ = rec;
     ++live_attempts_;
@@ -1263,9 +1270,8 @@ class StreamCoreImpl final
       w.internal.Add(
           [self, id] { self->source_->Release(id, self->WeakListener()); });
       resync = resync && !by_client && (rec == current_ || rec == old_);
-      RecordLater(rec->ticket,
-                  resync ? BreakerGate::kIgnored
-                         : BreakerGate::Classify(status, cls, by_client),
+      if (resync) cls = EndClass::kResync;
+      RecordLater(rec->ticket, BreakerGate::Classify(status, cls, by_client),
                   status, w);
       AttemptInfo info = rec->info;
       Notify(w, [info, status, cls, by_client](StreamObserver& o) {
@@ -1348,14 +1354,18 @@ class StreamCoreImpl final
   }
 
   // gRFC A6: a server's pushback replaces the backoff delay. One that would
-  // outlast the reopen budget's time bound gives up now instead.
+  // outlast the reopen budget's time bound gives up now instead: counted
+  // from the start of the failing period, or from now after an attempt that
+  // made progress (the wait itself is time without progress).
   absl::StatusOr<absl::Duration> WithPushbackLocked(
       const AttemptRec& rec, absl::StatusOr<absl::Duration> delay)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (!delay.ok() || !rec.pushback.present) return delay;
     const absl::Duration wait = rec.pushback.delay;
-    if (max_time_ != absl::InfiniteDuration() && budget_.failing() &&
-        clock_->Now() + wait > budget_.failing_since() + max_time_) {
+    const absl::Time now = clock_->Now();
+    const absl::Time since = budget_.failing() ? budget_.failing_since() : now;
+    if (max_time_ != absl::InfiniteDuration() &&
+        now + wait > since + max_time_) {
       return absl::UnavailableError(absl::StrCat(
           "tether: the server asked to retry in ", absl::FormatDuration(wait),
           " (grpc-retry-pushback-ms), past max_time_without_progress"));
@@ -1420,8 +1430,9 @@ class StreamCoreImpl final
   // --- Resync --------------------------------------------------------------
 
   // The server says the stream cannot resume from its position: cancel every
-  // attempt (by us: no failure), call the app's `resync` on tether's worker
-  // thread (blocking allowed), then resume after the position it gives. A
+  // attempt (by us: no failure), call the app's `resync` on a thread of the
+  // stream's resync pool (blocking allowed; other streams' resyncs run on
+  // other threads), then resume after the position it gives. A
   // resync right after another one with nothing delivered in between is a
   // failed attempt for the reopen budget (no endless resync loop).
   // `asking`: the attempt whose message or end asks for the resync.
@@ -1470,8 +1481,8 @@ class StreamCoreImpl final
     current_.reset();
     old_.reset();
     std::weak_ptr<StreamCoreImpl> weak = this->shared_from_this();
-    auto post = [weak, epoch] {
-      RunOnWorker([weak, epoch] {
+    auto post = [weak, epoch, pool = resync_pool_] {
+      pool->Run([weak, epoch] {
         if (auto self = weak.lock()) self->CallResync(epoch);
       });
     };
@@ -1509,7 +1520,7 @@ class StreamCoreImpl final
     Flush(w);
   }
 
-  // On the worker thread, no lock held.
+  // On a thread of the resync pool, no lock held.
   void CallResync(std::uint64_t epoch) {
     {
       MutexLock lock(&mu_);
@@ -1548,7 +1559,7 @@ class StreamCoreImpl final
         absl::Status why = resync_why_;
         Notify(w, [why, after](StreamObserver& o) { o.OnResync(why, after); });
         phase_ = Phase::kRunning;
-        BeginStartLocked(AttemptReason::kReopen, w);
+        BeginStartLocked(AttemptReason::kResync, w);
       }
     }
     Flush(w);
@@ -1620,6 +1631,7 @@ class StreamCoreImpl final
   const absl::Duration open_timeout_;
   const absl::Duration max_time_;
   const absl::Duration recovery_jitter_;
+  const std::shared_ptr<ResyncPool> resync_pool_;  // runs `resync`
   BreakerGate breaker_;  // thread-safe; used outside `mu_`
   DeliveryQueue queue_;
 

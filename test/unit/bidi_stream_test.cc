@@ -1,8 +1,6 @@
 // Copyright 2026 The tether Authors. Licensed under the Apache License 2.0.
 // Logic tests of ReconnectingBidiStream: the bidi fake, fake connections, a
 // fake clock. Nothing here opens a socket or sleeps.
-#include "tether/reconnecting_bidi_stream.h"
-
 #include <memory>
 #include <mutex>
 #include <string>
@@ -10,6 +8,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tether/reconnecting_bidi_stream.h"
 #include "tether/testing/fake_bidi_transport.h"
 #include "tether/testing/fake_clock.h"
 #include "tether/testing/fake_transport.h"
@@ -39,7 +38,8 @@ Resp S(std::uint64_t seq) { return Resp{seq, 0}; }
 Resp Ack(std::uint64_t id) { return Resp{0, id}; }
 
 std::ostream& operator<<(std::ostream& os, const Req& r) {
-  return os << r.op << r.id << (r.op == "open" ? "@" + std::to_string(r.from) : "");
+  return os << r.op << r.id
+            << (r.op == "open" ? "@" + std::to_string(r.from) : "");
 }
 
 using Stream = ReconnectingBidiStream<Req, Resp>;
@@ -126,8 +126,7 @@ TEST_F(BidiStreamTest, ReopenWritesOpenThenReplaysUnacknowledgedWrites) {
   // The open request resumes after 2, then 2 and 3 are replayed in order.
   EXPECT_THAT(transport_->writes(1), ElementsAre(Open(2), W(2), W(3)));
   ASSERT_TRUE(stream->Write(W(4)).ok());
-  EXPECT_THAT(transport_->writes(1),
-              ElementsAre(Open(2), W(2), W(3), W(4)));
+  EXPECT_THAT(transport_->writes(1), ElementsAre(Open(2), W(2), W(3), W(4)));
   auto b = transport_->attempt(1);
   b->Send(Ack(2));
   b->Send(S(2));  // duplicate
@@ -315,8 +314,10 @@ TEST_F(BidiStreamTest, OpenRequestsThatThrowEndTheStream) {
   auto stream = StartStream(std::move(spec));
   clock_->RunDue();
   ASSERT_EQ(done().size(), 1u);
-  EXPECT_EQ(done()[0].code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(done()[0].message()), HasSubstr("bad state"));
+  EXPECT_EQ(done()[0].code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(std::string(done()[0].message()),
+              HasSubstr("open_requests threw: bad state"));
+  EXPECT_EQ(transport_->attempt_count(), 0u);
 }
 
 }  // namespace

@@ -1250,6 +1250,8 @@ class StreamCoreImpl final
         classifier_threw =
             CallbackThrew("classifier", std::current_exception());
       }
+      // Only the stream's resync_on_end asks for a resync.
+      if (cls == EndClass::kResync) cls = EndClass::kTransient;
     }
     Work w;
     {

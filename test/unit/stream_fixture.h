@@ -24,6 +24,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
+#include "test/support/one_shot.h"
 #include "tether/observer.h"
 #include "tether/position.h"
 #include "tether/reconnecting_bidi_stream.h"
@@ -37,7 +38,7 @@ namespace tether {
 namespace stream_test {
 
 // How long a test waits for an event from another thread before it fails.
-inline constexpr std::chrono::seconds kWaitLimit{30};
+inline constexpr absl::Duration kWaitLimit = absl::Seconds(30);
 
 // A server stream's request: where it resumes.
 struct Req {
@@ -83,6 +84,7 @@ class Recorder {
  public:
   void Message(const Resp& r) {
     std::lock_guard<std::mutex> l(mu_);
+    ++messages_;
     if (r.seq != 0) got_.push_back(r.seq);
   }
   void Done(const absl::Status& s) {
@@ -90,9 +92,15 @@ class Recorder {
     done_.push_back(s);
     cv_.notify_all();
   }
+  // The positions of the messages that had one, in delivery order.
   std::vector<std::uint64_t> got() {
     std::lock_guard<std::mutex> l(mu_);
     return got_;
+  }
+  // Every message delivered, with a position or not.
+  std::size_t messages() {
+    std::lock_guard<std::mutex> l(mu_);
+    return messages_;
   }
   std::vector<absl::Status> done() {
     std::lock_guard<std::mutex> l(mu_);
@@ -101,19 +109,38 @@ class Recorder {
   // Waits (bounded) for the end; false when it did not come.
   bool WaitDone() {
     std::unique_lock<std::mutex> l(mu_);
-    return cv_.wait_for(l, kWaitLimit, [this] { return !done_.empty(); });
+    return cv_.wait_for(l, absl::ToChronoNanoseconds(kWaitLimit),
+                        [this] { return !done_.empty(); });
   }
 
  private:
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<std::uint64_t> got_;
+  std::size_t messages_ = 0;
   std::vector<absl::Status> done_;
 };
 
-// What the stream did: every attempt started, every backoff, every resync.
+// What the stream did: attempts started and ended, backoffs, duplicates,
+// gaps, resyncs, give-ups.
 class Events final : public StreamObserver {
  public:
+  void OnDuplicateDropped(std::uint64_t seq, std::uint64_t) override {
+    std::lock_guard<std::mutex> l(mu_);
+    duplicates_.push_back(seq);
+  }
+  void OnGap(std::uint64_t expected, std::uint64_t got) override {
+    std::lock_guard<std::mutex> l(mu_);
+    gaps_.push_back({expected, got});
+  }
+  void OnGaveUp(const absl::Status&) override {
+    std::lock_guard<std::mutex> l(mu_);
+    ++gave_up_;
+  }
+  void OnStalled(const AttemptInfo& info, absl::Duration silent) override {
+    std::lock_guard<std::mutex> l(mu_);
+    stalled_.push_back({info.connection_id, silent});
+  }
   void OnAttemptStarted(const AttemptInfo& info) override {
     std::lock_guard<std::mutex> l(mu_);
     started_.push_back(info);
@@ -159,6 +186,29 @@ class Events final : public StreamObserver {
     std::lock_guard<std::mutex> l(mu_);
     return resyncs_;
   }
+  std::vector<std::uint64_t> duplicates() {
+    std::lock_guard<std::mutex> l(mu_);
+    return duplicates_;
+  }
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> gaps() {
+    std::lock_guard<std::mutex> l(mu_);
+    return gaps_;
+  }
+  int gave_up() {
+    std::lock_guard<std::mutex> l(mu_);
+    return gave_up_;
+  }
+  // (connection, silence) of every stall.
+  std::vector<std::pair<std::uint64_t, absl::Duration>> stalled() {
+    std::lock_guard<std::mutex> l(mu_);
+    return stalled_;
+  }
+  int ended_by_client() {
+    std::lock_guard<std::mutex> l(mu_);
+    int n = 0;
+    for (const Ended& e : ended_) n += e.by_client ? 1 : 0;
+    return n;
+  }
 
  private:
   std::mutex mu_;
@@ -166,31 +216,14 @@ class Events final : public StreamObserver {
   std::vector<absl::Duration> backoffs_;
   std::vector<Ended> ended_;
   std::vector<std::uint64_t> resyncs_;
+  std::vector<std::uint64_t> duplicates_;
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> gaps_;
+  int gave_up_ = 0;
+  std::vector<std::pair<std::uint64_t, absl::Duration>> stalled_;
 };
 
-// A one-shot event on std::mutex (Debian's abseil is not TSan-built, so
-// TSan could not see absl::Notification's synchronization).
-class Event {
- public:
-  void Notify() {
-    std::lock_guard<std::mutex> l(mu_);
-    done_ = true;
-    cv_.notify_all();
-  }
-  bool Wait(std::chrono::seconds limit = kWaitLimit) {
-    std::unique_lock<std::mutex> l(mu_);
-    return cv_.wait_for(l, limit, [this] { return done_; });
-  }
-  bool notified() {
-    std::lock_guard<std::mutex> l(mu_);
-    return done_;
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool done_ = false;
-};
+// A one-shot event with a bounded wait (std::mutex: TSan sees it).
+using Event = testsupport::OneShot;
 
 class StreamFixture : public ::testing::Test {
  protected:
@@ -209,11 +242,13 @@ class StreamFixture : public ::testing::Test {
 
   void TearDown() override { clock_->RunDue(); }
 
-  // Sequence numbers, resumed after the last delivered one.
+  // Sequence numbers (`seq` 0: the message has none, which fails the
+  // stream), resumed after the last delivered one.
   Stream::Spec SeqSpec() {
     Stream::Spec spec;
     spec.attempt_factory = transport_;
     spec.sequence_of = [](const Resp& r) -> absl::optional<std::uint64_t> {
+      if (r.seq == 0) return absl::nullopt;
       return r.seq;
     };
     spec.resume_after = [](Req& r, std::uint64_t after) { r.after = after; };

@@ -105,11 +105,11 @@ TEST_F(StreamMachineTest, TheAttemptAfterAResyncReportsReasonResync) {
   auto resynced = std::make_shared<Event>();
   auto stream = Start(WithResync(SeqSpec(), [resynced](ResyncDone done) {
     done(40);  // starts the next attempt, on this thread
-    resynced->Notify();
+    resynced->Signal();
   }));
   transport_->attempt(0)->Send(M(1));
   transport_->attempt(0)->Finish(absl::OutOfRangeError("compacted"));
-  ASSERT_TRUE(resynced->Wait());
+  ASSERT_TRUE(resynced->Wait(kWaitLimit));
   std::shared_ptr<Transport::FakeAttempt> next = transport_->attempt(1);
   ASSERT_TRUE(next) << "no attempt after the resync";
   EXPECT_EQ(next->request().after, 40u);
@@ -122,16 +122,29 @@ TEST_F(StreamMachineTest, AnEndThatAsksForAResyncIsReportedAsSuch) {
   auto resynced = std::make_shared<Event>();
   auto stream = Start(WithResync(SeqSpec(), [resynced](ResyncDone done) {
     done(40);
-    resynced->Notify();
+    resynced->Signal();
   }));
   transport_->attempt(0)->Finish(absl::OutOfRangeError("compacted"));
-  ASSERT_TRUE(resynced->Wait());
+  ASSERT_TRUE(resynced->Wait(kWaitLimit));
   auto ended = events_->ended();
   ASSERT_EQ(ended.size(), 1u);
   EXPECT_EQ(ended[0].status.code(), absl::StatusCode::kOutOfRange);
   EXPECT_EQ(ended[0].cls, EndClass::kResync);  // not "ok": it did not end
   EXPECT_FALSE(ended[0].by_client);
   EXPECT_EQ(EndClassName(EndClass::kResync), "resync");
+}
+
+TEST_F(StreamMachineTest, AClassifierThatAnswersResyncIsTakenAsTransient) {
+  options_.classifier = [](const AttemptEnd&) { return EndClass::kResync; };
+  auto stream = Start(SeqSpec());  // no resync hook at all
+  transport_->attempt(0)->Send(M(1));
+  transport_->attempt(0)->Finish(absl::InternalError("odd"));
+  clock_->RunDue();
+  ASSERT_EQ(transport_->attempt_count(), 2u);
+  EXPECT_EQ(transport_->attempt(1)->request().after, 1u);
+  ASSERT_EQ(events_->ended().size(), 1u);
+  EXPECT_EQ(events_->ended()[0].cls, EndClass::kTransient);
+  EXPECT_TRUE(done().empty());
 }
 
 // --- Spec checks -------------------------------------------------------------
@@ -223,8 +236,8 @@ TEST_F(StreamMachineTest, OnWritableSetAfterTheRoomCameBackRunsAtOnce) {
   EXPECT_EQ(stream->Write(W(2)).code(), absl::StatusCode::kResourceExhausted);
   bidi_->attempt(0)->Send(Ack(1));  // room, before the app asks to be told
   Event woke;
-  stream->SetOnWritable([&woke] { woke.Notify(); });
-  EXPECT_TRUE(woke.notified());
+  stream->SetOnWritable([&woke] { woke.Signal(); });
+  EXPECT_TRUE(woke.Wait(absl::ZeroDuration()));
   EXPECT_TRUE(stream->Write(W(2)).ok());
 }
 
@@ -232,16 +245,16 @@ TEST_F(StreamMachineTest, OnWritableWaitsWhileTheOutboxIsFull) {
   options_.max_outbox = 1;
   auto stream = StartBidi(BidiSpec());
   Event early;
-  stream->SetOnWritable([&early] { early.Notify(); });  // nothing refused yet
-  EXPECT_FALSE(early.notified());
+  stream->SetOnWritable([&early] { early.Signal(); });  // nothing refused yet
+  EXPECT_FALSE(early.Wait(absl::ZeroDuration()));
   ASSERT_TRUE(stream->Write(W(1)).ok());
   EXPECT_EQ(stream->Write(W(2)).code(), absl::StatusCode::kResourceExhausted);
   Event woke;
-  stream->SetOnWritable([&woke] { woke.Notify(); });
-  EXPECT_FALSE(woke.notified());  // still full
+  stream->SetOnWritable([&woke] { woke.Signal(); });
+  EXPECT_FALSE(woke.Wait(absl::ZeroDuration()));  // still full
   bidi_->attempt(0)->Send(Ack(1));
-  EXPECT_TRUE(woke.notified());
-  EXPECT_FALSE(early.notified());
+  EXPECT_TRUE(woke.Wait(absl::ZeroDuration()));
+  EXPECT_FALSE(early.Wait(absl::ZeroDuration()));
 }
 
 // --- Resyncs run side by side ----------------------------------------------
@@ -257,65 +270,70 @@ struct HungResync {
 // test waits for anything else), and never calls `done`.
 std::function<void(ResyncDone)> Hang(std::shared_ptr<HungResync> hung) {
   return [hung](ResyncDone) {
-    hung->entered.Notify();
+    hung->entered.Signal();
     hung->release.Wait(4 * kWaitLimit);
-    hung->returned.Notify();
+    hung->returned.Signal();
   };
 }
 
-TEST_F(StreamMachineTest, AHungResyncBlocksNoOtherStream) {
-  options_.max_time_without_progress = absl::InfiniteDuration();
-  auto hung = std::make_shared<HungResync>();
-  auto other = std::make_shared<Transport>(source_, clock_);
-  auto other_rec = std::make_shared<Recorder>();
-  auto b_called = std::make_shared<Event>();
-  Stream::Spec b_spec = WithResync(SeqSpec(), [b_called](ResyncDone done) {
-    done(100);
-    b_called->Notify();
-  });
-  b_spec.attempt_factory = other;
-  auto a = Start(WithResync(SeqSpec(), Hang(hung)));
-  auto b = Start(std::move(b_spec), other_rec);
-  transport_->attempt(0)->Finish(absl::OutOfRangeError("compacted"));
-  ASSERT_TRUE(hung->entered.Wait());
-  other->attempt(0)->Finish(absl::OutOfRangeError("compacted"));
-  EXPECT_TRUE(b_called->Wait()) << "B's resync waited for A's";
-  hung->release.Notify();
-  EXPECT_TRUE(hung->returned.Wait());
+// Stream A's resync hangs; then stream B (its own transport and recorder)
+// asks for one that answers at once (resume after 100).
+struct TwoResyncs {
+  std::shared_ptr<HungResync> hung = std::make_shared<HungResync>();
+  std::shared_ptr<Transport> other;
+  std::shared_ptr<Recorder> other_rec = std::make_shared<Recorder>();
+  std::shared_ptr<Event> b_called = std::make_shared<Event>();
+  std::unique_ptr<Stream> a;
+  std::unique_ptr<Stream> b;
+};
+
+class ResyncsSideBySideTest : public StreamMachineTest {
+ protected:
+  // Starts both; returns once A's resync runs and B's end asked for one.
+  TwoResyncs StartBoth() {
+    options_.max_time_without_progress = absl::InfiniteDuration();
+    TwoResyncs t;
+    t.other = std::make_shared<Transport>(source_, clock_);
+    Stream::Spec b_spec =
+        WithResync(SeqSpec(), [called = t.b_called](ResyncDone done) {
+          done(100);
+          called->Signal();
+        });
+    b_spec.attempt_factory = t.other;
+    t.a = Start(WithResync(SeqSpec(), Hang(t.hung)));
+    t.b = Start(std::move(b_spec), t.other_rec);
+    transport_->attempt(0)->Finish(absl::OutOfRangeError("compacted"));
+    EXPECT_TRUE(t.hung->entered.Wait(kWaitLimit));
+    t.other->attempt(0)->Finish(absl::OutOfRangeError("compacted"));
+    return t;
+  }
+};
+
+TEST_F(ResyncsSideBySideTest, AHungResyncBlocksNoOtherStream) {
+  TwoResyncs t = StartBoth();
+  EXPECT_TRUE(t.b_called->Wait(kWaitLimit)) << "B's resync waited for A's";
+  t.hung->release.Signal();
+  EXPECT_TRUE(t.hung->returned.Wait(kWaitLimit));
   clock_->RunDue();
-  ASSERT_EQ(other->attempt_count(), 2u);
-  EXPECT_EQ(other->attempt(1)->request().after, 100u);
-  EXPECT_TRUE(other_rec->done().empty());
+  ASSERT_EQ(t.other->attempt_count(), 2u);
+  EXPECT_EQ(t.other->attempt(1)->request().after, 100u);
+  EXPECT_TRUE(t.other_rec->done().empty());
 }
 
-TEST_F(StreamMachineTest, TheResyncPoolBoundsHowManyRunAtOnce) {
+TEST_F(ResyncsSideBySideTest, TheResyncPoolBoundsHowManyRunAtOnce) {
   ResyncPoolOptions pool_options;
   pool_options.max_threads = 1;
   auto pool = ResyncPool::Create(pool_options);
   ASSERT_TRUE(pool.ok()) << pool.status();
   options_.resync_pool = *pool;
-  options_.max_time_without_progress = absl::InfiniteDuration();
-  auto hung = std::make_shared<HungResync>();
-  auto other = std::make_shared<Transport>(source_, clock_);
-  auto other_rec = std::make_shared<Recorder>();
-  auto b_called = std::make_shared<Event>();
-  Stream::Spec b_spec = WithResync(SeqSpec(), [b_called](ResyncDone done) {
-    done(100);
-    b_called->Notify();
-  });
-  b_spec.attempt_factory = other;
-  auto a = Start(WithResync(SeqSpec(), Hang(hung)));
-  auto b = Start(std::move(b_spec), other_rec);
-  transport_->attempt(0)->Finish(absl::OutOfRangeError("compacted"));
-  ASSERT_TRUE(hung->entered.Wait());
-  other->attempt(0)->Finish(absl::OutOfRangeError("compacted"));
+  TwoResyncs t = StartBoth();
   // B's resync waits for the pool's only thread.
   EXPECT_EQ((*pool)->queued(), 1u);
   EXPECT_EQ((*pool)->running(), 1u);
-  EXPECT_FALSE(b_called->notified());
-  hung->release.Notify();
-  EXPECT_TRUE(b_called->Wait());
-  EXPECT_TRUE(hung->returned.Wait());
+  EXPECT_FALSE(t.b_called->Wait(absl::ZeroDuration()));
+  t.hung->release.Signal();
+  EXPECT_TRUE(t.b_called->Wait(kWaitLimit));
+  EXPECT_TRUE(t.hung->returned.Wait(kWaitLimit));
 }
 
 TEST(ResyncPoolTest, MaxThreadsIsValidatedAtItsExtremes) {
@@ -356,7 +374,8 @@ TEST(ResyncPoolTest, RunsEveryTaskItIsGiven) {
     });
   }
   std::unique_lock<std::mutex> l(mu);
-  EXPECT_TRUE(cv.wait_for(l, kWaitLimit, [&] { return ran == 50; }));
+  EXPECT_TRUE(cv.wait_for(l, absl::ToChronoNanoseconds(kWaitLimit),
+                          [&] { return ran == 50; }));
 }
 
 }  // namespace

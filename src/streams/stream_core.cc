@@ -22,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "absl/types/optional.h"
+#include "streams/end_decision.h"
 #include "tether/backoff.h"
 #include "tether/classification.h"
 #include "tether/clock.h"
@@ -81,7 +82,8 @@ struct AttemptRecord {
   // next message waits in the core's `held_` and it reads no further until
   // the stream falls back to it.
   bool held = false;
-  RetryPushback pushback;  // the server's, from the end's trailers
+  RetryPushback pushback;   // the server's, from the end's trailers
+  absl::Status end_status;  // the status it ended with
   // Whether the stream is moving off this attempt (make before break).
   bool leaving() const { return draining || stalled; }
 };
@@ -1257,6 +1259,7 @@ class StreamCoreImpl final
     {
       MutexLock lock(&mu_);
       rec->pushback = pushback;
+      rec->end_status = status;
       rec->live = false;
       DropHoldLocked(*rec, w);
       --live_attempts_;
@@ -1279,100 +1282,75 @@ class StreamCoreImpl final
       Notify(w, [info, status, cls, by_client](StreamObserver& o) {
         o.OnAttemptEnded(info, status, cls, by_client);
       });
-      if (!classifier_threw.ok() && !by_client) {
-        EndLocked(classifier_threw, w);
-      } else if (resync && phase_ != Phase::kFinishing) {
-        BeginResyncLocked(*rec, status, w);
-      } else {
-        HandleEndLocked(rec, status, cls, by_client, w);
-      }
+      EndFacts facts;
+      facts.role = rec == current_ ? EndFacts::Role::kCurrent
+                   : rec == old_   ? EndFacts::Role::kFallback
+                                   : EndFacts::Role::kRetiring;
+      facts.finishing = phase_ == Phase::kFinishing;
+      facts.status = status;
+      facts.cls = cls;
+      facts.by_client = by_client;
+      facts.callback_error = classifier_threw;
+      facts.announced_drain = rec->draining;
+      facts.progressed = rec->progressed;
+      facts.has_fallback = old_ != nullptr;
+      facts.pushback_stop = rec->pushback.stop;
+      ApplyEndLocked(rec, DecideEnd(facts), w);
     }
     Flush(w);
   }
 
-  void HandleEndLocked(const std::shared_ptr<AttemptRec>& rec,
-                       const absl::Status& status, EndClass cls, bool by_client,
-                       Work& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (phase_ == Phase::kFinishing) {
-      MaybeFinalizeLocked();
-      return;
-    }
-    if (rec == old_) {  // the fallback ended first; the replacement runs on
-      old_.reset();
-      CancelTimerLocked(handoff_timer_);
-      if (cls == EndClass::kDrain && !rec->draining && !by_client) {
-        ReportEndLater(*rec, status, w);
-      }
-      return;
-    }
-    if (rec != current_) return;  // a retiring attempt
-    if (by_client) {
-      // Only an ending stream cancels its current attempt; be safe anyway.
-      ArmReopenTimerLocked(budget_.AfterProgress(absl::BitGenRef(gen_)), status,
-                           w);
-      return;
-    }
-    if (cls == EndClass::kDrain && !rec->draining) {
-      ReportEndLater(*rec, status, w);
-    }
-    if (cls == EndClass::kOk) {
-      EndLocked(absl::OkStatus(), w);
-      return;
-    }
-    if (cls == EndClass::kPermanent) {
-      EndLocked(status, w);
-      return;
-    }
-    if (rec->pushback.stop) {  // gRFC A6: the server asks for no retry
-      EndLocked(status, w);
-      return;
-    }
-    if (old_) {
-      // The replacement of a migration failed while the draining attempt
-      // still runs (not cancelled): fall back to it and move again later.
-      FallBackLocked(w);
-      absl::StatusOr<absl::Duration> delay = WithPushbackLocked(
-          *rec, budget_.OnFailure(clock_->Now(), FailingSince(*rec), status,
-                                  absl::BitGenRef(gen_)));
-      if (!delay.ok()) {
-        GiveUpLocked(delay.status(), w);
+  // Carries out what `DecideEnd` decided about `rec`'s end.
+  void ApplyEndLocked(const std::shared_ptr<AttemptRec>& rec,
+                      const EndDecision& d, Work& w)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    using Action = EndDecision::Action;
+    if (d.report_unannounced) ReportEndLater(*rec, rec->end_status, w);
+    switch (d.action) {
+      case Action::kNothing:
+        MaybeFinalizeLocked();  // the last end of an ending stream
         return;
-      }
-      ArmMigrationTimerLocked(*delay);
-      return;
+      case Action::kEnd:
+        EndLocked(d.status, w);
+        return;
+      case Action::kResync:
+        BeginResyncLocked(*rec, rec->end_status, w);
+        return;
+      case Action::kDropFallback:
+        old_.reset();
+        CancelTimerLocked(handoff_timer_);
+        return;
+      case Action::kFallBack:
+        // The replacement of a migration failed while the draining attempt
+        // still runs (not cancelled): fall back to it (delivering what it
+        // held) and move again after the delay.
+        FallBackLocked(w);
+        break;
+      case Action::kReopen:
+        break;
     }
-    absl::StatusOr<absl::Duration> delay = WithPushbackLocked(
-        *rec, rec->progressed
-                  ? absl::StatusOr<absl::Duration>(
-                        budget_.AfterProgress(absl::BitGenRef(gen_)))
-                  : budget_.OnFailure(clock_->Now(), FailingSince(*rec), status,
-                                      absl::BitGenRef(gen_)));
+    const absl::Time now = clock_->Now();
+    absl::StatusOr<absl::Duration> delay =
+        d.after_progress
+            ? absl::StatusOr<absl::Duration>(
+                  budget_.AfterProgress(absl::BitGenRef(gen_)))
+            : budget_.OnFailure(now, FailingSince(*rec), rec->end_status,
+                                absl::BitGenRef(gen_));
+    if (d.use_pushback) {
+      delay = WithPushback(std::move(delay), rec->pushback.present,
+                           rec->pushback.delay, now, budget_.failing(),
+                           budget_.failing_since(), max_time_);
+    }
     if (!delay.ok()) {
       GiveUpLocked(delay.status(), w);
       return;
     }
-    if (starting_) return;  // a migration's start is already on its way
-    ArmReopenTimerLocked(*delay, status, w);
-  }
-
-  // gRFC A6: a server's pushback replaces the backoff delay. One that would
-  // outlast the reopen budget's time bound gives up now instead: counted
-  // from the start of the failing period, or from now after an attempt that
-  // made progress (the wait itself is time without progress).
-  absl::StatusOr<absl::Duration> WithPushbackLocked(
-      const AttemptRec& rec, absl::StatusOr<absl::Duration> delay)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (!delay.ok() || !rec.pushback.present) return delay;
-    const absl::Duration wait = rec.pushback.delay;
-    const absl::Time now = clock_->Now();
-    const absl::Time since = budget_.failing() ? budget_.failing_since() : now;
-    if (max_time_ != absl::InfiniteDuration() &&
-        now + wait > since + max_time_) {
-      return absl::UnavailableError(absl::StrCat(
-          "tether: the server asked to retry in ", absl::FormatDuration(wait),
-          " (grpc-retry-pushback-ms), past max_time_without_progress"));
+    if (d.action == Action::kFallBack) {
+      ArmMigrationTimerLocked(*delay);
+      return;
     }
-    return wait;
+    if (d.unless_starting && starting_) return;  // a move's start is on its way
+    ArmReopenTimerLocked(*delay, rec->end_status, w);
   }
 
   // When an attempt began to fail: at its start unless it proved healthy

@@ -19,6 +19,10 @@ enum class EndClass {
   kDrain,      // the server (or its connection) is going away: reopen elsewhere
   kTransient,  // a passing failure: reopen after backoff, within the budget
   kPermanent,  // retrying cannot help: the stream ends with this status
+  // Reported only, never asked of a classifier: the end asked the stream to
+  // resync (`resync_on_end`), so it was not classified; the stream resyncs.
+  // A classifier that returns it is taken as kTransient.
+  kResync,
 };
 
 absl::string_view EndClassName(EndClass c);

@@ -163,6 +163,10 @@ class LoggingObserver final
     int lines = 0;
     std::uint64_t suppressed = 0;
     Clock::TimerId flush_timer = 0;
+    // Which window of its kind this is: a timer armed for an earlier one
+    // (it raced the window's end on another thread) finds it changed and
+    // does nothing.
+    std::uint64_t number = 0;
   };
 
   class StreamLog;
@@ -170,8 +174,8 @@ class LoggingObserver final
   // Writes `line` if the kind's window allows, else counts it.
   void Log(LogEvent kind, LogSeverity severity, absl::string_view line);
   void Log(const internal::LogLine& line);
-  // The window of `kind` ended: writes its summary, if any.
-  void Flush(LogEvent kind);
+  // Window `number` of `kind` ended: writes its summary, if any.
+  void Flush(LogEvent kind, std::uint64_t number);
   // Takes the summary line of `w` (empty if nothing was suppressed).
   std::string TakeSummaryLocked(LogEvent kind, Window& w, absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -43,7 +43,8 @@ struct BidiStreamSpec {
 
   // The requests every attempt writes first, built from where it resumes
   // (`has_position`/`has_cursor` false: from the start). Required. Called
-  // once per attempt, from any thread, with no tether lock held.
+  // once per attempt, from any thread, with no tether lock held. If it
+  // throws, the stream ends with INTERNAL naming it.
   std::function<std::vector<Request>(const ResumeState&)> open_requests;
 
   // FIFO acknowledgement of the app's own writes: true when `response`
@@ -101,7 +102,11 @@ struct BidiStreamSpec {
 // callback set with `SetOnWritable` runs once when there is room again.
 // During a migration the new attempt carries the writes (the old one
 // finishes the write it has in flight); if the new one fails and the stream
-// falls back to the old one, writes wait for the next attempt.
+// falls back to the old one, writes wait for the next attempt. With
+// `acknowledges`, the new attempt replays every unacknowledged write, also
+// the one the old attempt has in flight (the server sees it twice). Without,
+// the new attempt waits until that write is done: written, it is never
+// sent again; failed (never written), the new attempt writes it.
 //
 // Thread safety: `Write`, `WritesDone`, `SetOnWritable`, `Cancel`, `stats`
 // and the destructor from any thread, also from inside the stream's
@@ -198,29 +203,33 @@ class ReconnectingBidiStream {
     }
     s = internal::CheckPositionFields(spec, "BidiStreamSpec");
     if (!s.ok()) return s;
-    if (spec.initial_position && !spec.sequence_of && !spec.position_of) {
-      return absl::InvalidArgumentError(
-          "BidiStreamSpec.initial_position needs sequence_of or position_of");
-    }
-    auto box = std::make_shared<Box>(options.max_outbox,
-                                     std::move(spec.acknowledges));
+    s = internal::CheckInitialPosition(spec, spec.initial_position,
+                                       "BidiStreamSpec", "initial_position");
+    if (!s.ok()) return s;
+    auto box =
+        std::make_shared<Box>(options.max_outbox, std::move(spec.acknowledges));
+    using Open = internal::BidiOpen<Request>;
     internal::StreamHooks hooks;
     hooks.initial_position = spec.initial_position;
-    internal::SpecFunctions<internal::BidiOpen, Response> fns;
+    internal::SpecFunctions<Open, Response> fns;
     hooks.resume = true;
     hooks.resume_always = true;
-    fns.resume_state = &internal::BidiOpen::Take;
+    hooks.resume_name = "open_requests";
+    fns.resume_state = &Open::Take;
     hooks.MutableRare().on_end_decided = [weak = std::weak_ptr<Box>(box)] {
       if (auto b = weak.lock()) b->End();
     };
     internal::TakePositionFields(spec, hooks, fns);
-    auto factory = std::make_shared<internal::BidiCoreFactory<Request, Response>>(
-        std::move(spec.attempt_factory), std::move(spec.open_requests), box);
+    Open open;
+    open.open_requests = std::make_shared<const typename Open::OpenFn>(
+        std::move(spec.open_requests));
+    auto factory =
+        std::make_shared<internal::BidiCoreFactory<Request, Response>>(
+            std::move(spec.attempt_factory), box);
     auto core = Core::Create(
         target.source(),
-        std::make_unique<
-            internal::TypedStreamParts<internal::BidiOpen, Response>>(
-            internal::BidiOpen{}, std::move(factory), std::move(on_message),
+        std::make_unique<internal::TypedStreamParts<Open, Response>>(
+            std::move(open), std::move(factory), std::move(on_message),
             std::move(fns)),
         std::move(hooks), std::move(options), std::move(on_done));
     if (!core.ok()) return core.status();

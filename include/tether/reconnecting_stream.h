@@ -90,8 +90,10 @@ struct StreamSpec {
   // Resync (integer positions only): a message (`resync_on_message`) or an
   // attempt end (`resync_on_end`) that says "cannot resume from here"
   // (etcd: a canceled watch with compact_revision; HTTP 410). The stream
-  // cancels its attempts, calls `resync` on tether's worker thread
-  // (blocking is fine there; it typically lists the current state), then
+  // cancels its attempts, calls `resync` on a thread of its resync pool
+  // (`ReconnectingStreamOptions::resync_pool`; blocking is fine there, it
+  // typically lists the current state, and one hung listing delays no other
+  // stream's resync while the pool has threads to spare), then
   // resumes after the position `resync` gives. The triggering message is
   // not delivered. `resync` needs a trigger and vice versa.
   std::function<bool(const Response&)> resync_on_message;
@@ -121,7 +123,8 @@ struct StreamSpec {
 
   // Optional: the sequence number the request already resumes after (when
   // the app restarts from its own checkpoint). Messages at or below it are
-  // duplicates. Default: none; the first message sets the baseline.
+  // duplicates. Default: none; the first message sets the baseline. Needs
+  // `sequence_of` or `position_of` (INVALID_ARGUMENT otherwise).
   absl::optional<std::uint64_t> initial_last_seq;
 };
 
@@ -258,6 +261,9 @@ class ReconnectingStream {
     s = internal::CheckPositionFields(spec, "StreamSpec");
     if (!s.ok()) return s;
     s = internal::CheckServerResumeFields(spec, "StreamSpec");
+    if (!s.ok()) return s;
+    s = internal::CheckInitialPosition(spec, spec.initial_last_seq,
+                                       "StreamSpec", "initial_last_seq");
     if (!s.ok()) return s;
     internal::StreamHooks hooks;
     hooks.initial_position = spec.initial_last_seq;

@@ -16,6 +16,7 @@
 namespace tether {
 
 class CircuitBreaker;
+class ResyncPool;
 
 // What a stream does when sequence numbers skip (seq > last delivered + 1).
 enum class GapPolicy {
@@ -158,6 +159,12 @@ struct ReconnectingStreamOptions {
   // A stream whose *first* attempt is refused by an open breaker ends at once
   // with that UNAVAILABLE instead of waiting. Default false (wait).
   bool fail_fast_on_open_breaker = false;
+
+  // The threads that run the spec's `resync` (see `ResyncPool`): share one
+  // among the streams whose resyncs are bounded together. Default (null):
+  // `ResyncPool::Default()`, shared by every stream of the process (at most
+  // 8 resyncs at once).
+  std::shared_ptr<ResyncPool> resync_pool;
 
   // Time and timers. Default: `SystemClock()`. Tests pass a FakeClock.
   std::shared_ptr<Clock> clock;

@@ -213,7 +213,9 @@ LoggingObserver::~LoggingObserver() {
     const absl::Time now = clock_->Now();
     for (std::size_t i = 0; i < windows_.size(); ++i) {
       Window& w = windows_[i];
-      if (w.flush_timer != 0) clock_->Cancel(w.flush_timer);
+      if (w.flush_timer != 0 && w.flush_timer != ~Clock::TimerId{0}) {
+        clock_->Cancel(w.flush_timer);
+      }
       w.flush_timer = 0;
       std::string line = TakeSummaryLocked(static_cast<LogEvent>(i), w, now);
       if (!line.empty()) summaries.push_back(std::move(line));
@@ -248,18 +250,23 @@ void LoggingObserver::Log(const internal::LogLine& line) {
 void LoggingObserver::Log(LogEvent kind, LogSeverity severity,
                           absl::string_view line) {
   if (severity < options_.min_severity) return;
+  constexpr Clock::TimerId kArming = ~Clock::TimerId{0};  // slot reserved
   std::string summary;
   bool write = false;
   bool arm = false;
   absl::Duration arm_delay;
+  std::uint64_t arm_for = 0;  // the window the timer ends
   {
     MutexLock lock(&mu_);
     Window& w = windows_[static_cast<std::size_t>(kind)];
     const absl::Time now = clock_->Now();
     if (now - w.start >= options_.rate_window) {
       summary = TakeSummaryLocked(kind, w, now);
-      if (w.flush_timer != 0) clock_->Cancel(w.flush_timer);
+      if (w.flush_timer != 0 && w.flush_timer != kArming) {
+        clock_->Cancel(w.flush_timer);
+      }
       w.flush_timer = 0;
+      ++w.number;
       w.start = now;
       w.lines = 0;
     }
@@ -272,19 +279,30 @@ void LoggingObserver::Log(LogEvent kind, LogSeverity severity,
       if (w.flush_timer == 0) {
         arm = true;
         arm_delay = w.start + options_.rate_window - now;
-        // Reserve the slot; the real id is stored below.
-        w.flush_timer = ~Clock::TimerId{0};
+        arm_for = w.number;
+        w.flush_timer = kArming;  // the real id is stored below
       }
     }
   }
   if (arm) {
     std::weak_ptr<LoggingObserver> weak = weak_from_this();
-    const Clock::TimerId id = clock_->RunAfter(arm_delay, [weak, kind] {
-      if (auto self = weak.lock()) self->Flush(kind);
-    });
-    MutexLock lock(&mu_);
-    Window& w = windows_[static_cast<std::size_t>(kind)];
-    if (w.flush_timer == ~Clock::TimerId{0}) w.flush_timer = id;
+    const Clock::TimerId id =
+        clock_->RunAfter(arm_delay, [weak, kind, arm_for] {
+          if (auto self = weak.lock()) self->Flush(kind, arm_for);
+        });
+    bool stale = false;
+    {
+      MutexLock lock(&mu_);
+      Window& w = windows_[static_cast<std::size_t>(kind)];
+      // Another thread may have ended the window meanwhile: then this timer
+      // belongs to no window.
+      if (w.number == arm_for && w.flush_timer == kArming) {
+        w.flush_timer = id;
+      } else {
+        stale = true;
+      }
+    }
+    if (stale) clock_->Cancel(id);
   }
   if (!summary.empty()) sink_->Write(LogSeverity::kWarning, summary);
   if (write) {
@@ -296,15 +314,17 @@ void LoggingObserver::Log(LogEvent kind, LogSeverity severity,
   }
 }
 
-void LoggingObserver::Flush(LogEvent kind) {
+void LoggingObserver::Flush(LogEvent kind, std::uint64_t number) {
   std::string summary;
   {
     MutexLock lock(&mu_);
     Window& w = windows_[static_cast<std::size_t>(kind)];
+    if (w.number != number) return;  // a later window: not this timer's
     w.flush_timer = 0;
     const absl::Time now = clock_->Now();
     summary = TakeSummaryLocked(kind, w, now);
     // The next line of this kind opens a new window.
+    ++w.number;
     w.start = absl::InfinitePast();
     w.lines = 0;
   }

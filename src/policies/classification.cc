@@ -4,8 +4,8 @@
 #include <cstdint>
 
 #include "absl/strings/ascii.h"
-#include "absl/strings/match.h"
 #include "absl/strings/cord.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/types/optional.h"
 #include "tether/observer.h"
@@ -22,6 +22,8 @@ absl::string_view EndClassName(EndClass c) {
       return "transient";
     case EndClass::kPermanent:
       return "permanent";
+    case EndClass::kResync:
+      return "resync";
   }
   return "unknown";
 }

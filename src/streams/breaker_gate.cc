@@ -36,6 +36,8 @@ Outcome BreakerGate::Classify(const absl::Status& status, EndClass cls,
       return IsConnectFailure(status) ? kFailure : kIgnored;
     case EndClass::kTransient:
       return kFailure;
+    case EndClass::kResync:  // the stream asked for it: nothing failed
+      return kIgnored;
   }
   return kIgnored;
 }

@@ -52,6 +52,15 @@ absl::Status CheckPositionFields(const PositionFields& spec, const char* what) {
   return absl::OkStatus();
 }
 
+absl::Status CheckInitialPosition(const PositionFields& spec, bool initial,
+                                  const char* what, const char* field) {
+  if (initial && !spec.sequence_of && !spec.position_of) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ".", field, " needs sequence_of or position_of"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckServerResumeFields(const PositionFields& spec,
                                      bool resume_after, bool resume_from_cursor,
                                      const char* what) {

@@ -22,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "absl/types/optional.h"
+#include "streams/end_decision.h"
 #include "tether/backoff.h"
 #include "tether/classification.h"
 #include "tether/clock.h"
@@ -32,9 +33,9 @@
 #include "tether/internal/position_gate.h"
 #include "tether/internal/reopen_budget.h"
 #include "tether/internal/stream_random.h"
-#include "tether/internal/worker.h"
 #include "tether/observer.h"
 #include "tether/position.h"
+#include "tether/resync_pool.h"
 #include "tether/stream_options.h"
 #include "tether/transport.h"
 
@@ -82,6 +83,7 @@ struct AttemptRecord {
   // the stream falls back to it.
   bool held = false;
   RetryPushback pushback;   // the server's, from the end's trailers
+  absl::Status end_status;  // the status it ended with
   // Whether the stream is moving off this attempt (make before break).
   bool leaving() const { return draining || stalled; }
 };
@@ -256,6 +258,7 @@ class StreamCoreImpl final
         open_timeout_(options.attempt_open_timeout),
         max_time_(options.max_time_without_progress),
         recovery_jitter_(options.recovery_jitter),
+        resync_pool_(std::move(options.resync_pool)),
         breaker_(std::move(options.breaker), clock_),
         queue_(options.max_buffered_messages, parts_->store(),
                std::move(on_done), this),
@@ -412,7 +415,7 @@ class StreamCoreImpl final
       try {
         parts_->Resume(request.get(), state);
       } catch (...) {
-        threw = CallbackThrew("resume_after", std::current_exception());
+        threw = CallbackThrew(hooks_.resume_name, std::current_exception());
       }
     }
     {
@@ -424,7 +427,7 @@ class StreamCoreImpl final
         // A resync that ended while this start ran found it in flight and
         // left the next start to it.
         if (epoch != resync_epoch_ && phase_ == Phase::kRunning && !current_) {
-          BeginStartLocked(AttemptReason::kReopen, w);
+          BeginStartLocked(AttemptReason::kResync, w);
         }
       } else {
         CommitStartLocked(reason, *std::move(pick), std::move(ticket),
@@ -482,9 +485,15 @@ class StreamCoreImpl final
       ++stats_.migrations;
       ArmHandoffTimerLocked(rec);
     } else {
-      rec->info.reason = reason == AttemptReason::kFirst && stats_.attempts == 1
-                             ? AttemptReason::kFirst
-                             : AttemptReason::kReopen;
+      // A first attempt that comes after failed starts is a reopen; the
+      // start after a resync keeps its reason.
+      if (reason == AttemptReason::kResync) {
+        rec->info.reason = AttemptReason::kResync;
+      } else if (reason == AttemptReason::kFirst && stats_.attempts == 1) {
+        rec->info.reason = AttemptReason::kFirst;
+      } else {
+        rec->info.reason = AttemptReason::kReopen;
+      }
     }
     current_ = rec;
     ++live_attempts_;
@@ -1243,11 +1252,14 @@ class StreamCoreImpl final
         classifier_threw =
             CallbackThrew("classifier", std::current_exception());
       }
+      // Only the stream's resync_on_end asks for a resync.
+      if (cls == EndClass::kResync) cls = EndClass::kTransient;
     }
     Work w;
     {
       MutexLock lock(&mu_);
       rec->pushback = pushback;
+      rec->end_status = status;
       rec->live = false;
       DropHoldLocked(*rec, w);
       --live_attempts_;
@@ -1263,104 +1275,82 @@ class StreamCoreImpl final
       w.internal.Add(
           [self, id] { self->source_->Release(id, self->WeakListener()); });
       resync = resync && !by_client && (rec == current_ || rec == old_);
-      RecordLater(rec->ticket,
-                  resync ? BreakerGate::kIgnored
-                         : BreakerGate::Classify(status, cls, by_client),
+      if (resync) cls = EndClass::kResync;
+      RecordLater(rec->ticket, BreakerGate::Classify(status, cls, by_client),
                   status, w);
       AttemptInfo info = rec->info;
       Notify(w, [info, status, cls, by_client](StreamObserver& o) {
         o.OnAttemptEnded(info, status, cls, by_client);
       });
-      if (!classifier_threw.ok() && !by_client) {
-        EndLocked(classifier_threw, w);
-      } else if (resync && phase_ != Phase::kFinishing) {
-        BeginResyncLocked(*rec, status, w);
-      } else {
-        HandleEndLocked(rec, status, cls, by_client, w);
-      }
+      EndFacts facts;
+      facts.role = rec == current_ ? EndFacts::Role::kCurrent
+                   : rec == old_   ? EndFacts::Role::kFallback
+                                   : EndFacts::Role::kRetiring;
+      facts.finishing = phase_ == Phase::kFinishing;
+      facts.status = status;
+      facts.cls = cls;
+      facts.by_client = by_client;
+      facts.callback_error = classifier_threw;
+      facts.announced_drain = rec->draining;
+      facts.progressed = rec->progressed;
+      facts.has_fallback = old_ != nullptr;
+      facts.pushback_stop = rec->pushback.stop;
+      ApplyEndLocked(rec, DecideEnd(facts), w);
     }
     Flush(w);
   }
 
-  void HandleEndLocked(const std::shared_ptr<AttemptRec>& rec,
-                       const absl::Status& status, EndClass cls, bool by_client,
-                       Work& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (phase_ == Phase::kFinishing) {
-      MaybeFinalizeLocked();
-      return;
-    }
-    if (rec == old_) {  // the fallback ended first; the replacement runs on
-      old_.reset();
-      CancelTimerLocked(handoff_timer_);
-      if (cls == EndClass::kDrain && !rec->draining && !by_client) {
-        ReportEndLater(*rec, status, w);
-      }
-      return;
-    }
-    if (rec != current_) return;  // a retiring attempt
-    if (by_client) {
-      // Only an ending stream cancels its current attempt; be safe anyway.
-      ArmReopenTimerLocked(budget_.AfterProgress(absl::BitGenRef(gen_)), status,
-                           w);
-      return;
-    }
-    if (cls == EndClass::kDrain && !rec->draining) {
-      ReportEndLater(*rec, status, w);
-    }
-    if (cls == EndClass::kOk) {
-      EndLocked(absl::OkStatus(), w);
-      return;
-    }
-    if (cls == EndClass::kPermanent) {
-      EndLocked(status, w);
-      return;
-    }
-    if (rec->pushback.stop) {  // gRFC A6: the server asks for no retry
-      EndLocked(status, w);
-      return;
-    }
-    if (old_) {
-      // The replacement of a migration failed while the draining attempt
-      // still runs (not cancelled): fall back to it and move again later.
-      FallBackLocked(w);
-      absl::StatusOr<absl::Duration> delay = WithPushbackLocked(
-          *rec, budget_.OnFailure(clock_->Now(), FailingSince(*rec), status,
-                                  absl::BitGenRef(gen_)));
-      if (!delay.ok()) {
-        GiveUpLocked(delay.status(), w);
+  // Carries out what `DecideEnd` decided about `rec`'s end.
+  void ApplyEndLocked(const std::shared_ptr<AttemptRec>& rec,
+                      const EndDecision& d, Work& w)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    using Action = EndDecision::Action;
+    if (d.report_unannounced) ReportEndLater(*rec, rec->end_status, w);
+    switch (d.action) {
+      case Action::kNothing:
+        MaybeFinalizeLocked();  // the last end of an ending stream
         return;
-      }
-      ArmMigrationTimerLocked(*delay);
-      return;
+      case Action::kEnd:
+        EndLocked(d.status, w);
+        return;
+      case Action::kResync:
+        BeginResyncLocked(*rec, rec->end_status, w);
+        return;
+      case Action::kDropFallback:
+        old_.reset();
+        CancelTimerLocked(handoff_timer_);
+        return;
+      case Action::kFallBack:
+        // The replacement of a migration failed while the draining attempt
+        // still runs (not cancelled): fall back to it (delivering what it
+        // held) and move again after the delay.
+        FallBackLocked(w);
+        break;
+      case Action::kReopen:
+        break;
     }
-    absl::StatusOr<absl::Duration> delay = WithPushbackLocked(
-        *rec, rec->progressed
-                  ? absl::StatusOr<absl::Duration>(
-                        budget_.AfterProgress(absl::BitGenRef(gen_)))
-                  : budget_.OnFailure(clock_->Now(), FailingSince(*rec), status,
-                                      absl::BitGenRef(gen_)));
+    const absl::Time now = clock_->Now();
+    absl::StatusOr<absl::Duration> delay =
+        d.after_progress
+            ? absl::StatusOr<absl::Duration>(
+                  budget_.AfterProgress(absl::BitGenRef(gen_)))
+            : budget_.OnFailure(now, FailingSince(*rec), rec->end_status,
+                                absl::BitGenRef(gen_));
+    if (d.use_pushback) {
+      delay = WithPushback(std::move(delay), rec->pushback.present,
+                           rec->pushback.delay, now, budget_.failing(),
+                           budget_.failing_since(), max_time_);
+    }
     if (!delay.ok()) {
       GiveUpLocked(delay.status(), w);
       return;
     }
-    if (starting_) return;  // a migration's start is already on its way
-    ArmReopenTimerLocked(*delay, status, w);
-  }
-
-  // gRFC A6: a server's pushback replaces the backoff delay. One that would
-  // outlast the reopen budget's time bound gives up now instead.
-  absl::StatusOr<absl::Duration> WithPushbackLocked(
-      const AttemptRec& rec, absl::StatusOr<absl::Duration> delay)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (!delay.ok() || !rec.pushback.present) return delay;
-    const absl::Duration wait = rec.pushback.delay;
-    if (max_time_ != absl::InfiniteDuration() && budget_.failing() &&
-        clock_->Now() + wait > budget_.failing_since() + max_time_) {
-      return absl::UnavailableError(absl::StrCat(
-          "tether: the server asked to retry in ", absl::FormatDuration(wait),
-          " (grpc-retry-pushback-ms), past max_time_without_progress"));
+    if (d.action == Action::kFallBack) {
+      ArmMigrationTimerLocked(*delay);
+      return;
     }
-    return wait;
+    if (d.unless_starting && starting_) return;  // a move's start is on its way
+    ArmReopenTimerLocked(*delay, rec->end_status, w);
   }
 
   // When an attempt began to fail: at its start unless it proved healthy
@@ -1420,8 +1410,9 @@ class StreamCoreImpl final
   // --- Resync --------------------------------------------------------------
 
   // The server says the stream cannot resume from its position: cancel every
-  // attempt (by us: no failure), call the app's `resync` on tether's worker
-  // thread (blocking allowed), then resume after the position it gives. A
+  // attempt (by us: no failure), call the app's `resync` on a thread of the
+  // stream's resync pool (blocking allowed; other streams' resyncs run on
+  // other threads), then resume after the position it gives. A
   // resync right after another one with nothing delivered in between is a
   // failed attempt for the reopen budget (no endless resync loop).
   // `asking`: the attempt whose message or end asks for the resync.
@@ -1470,8 +1461,8 @@ class StreamCoreImpl final
     current_.reset();
     old_.reset();
     std::weak_ptr<StreamCoreImpl> weak = this->shared_from_this();
-    auto post = [weak, epoch] {
-      RunOnWorker([weak, epoch] {
+    auto post = [weak, epoch, pool = resync_pool_] {
+      pool->Run([weak, epoch] {
         if (auto self = weak.lock()) self->CallResync(epoch);
       });
     };
@@ -1509,7 +1500,7 @@ class StreamCoreImpl final
     Flush(w);
   }
 
-  // On the worker thread, no lock held.
+  // On a thread of the resync pool, no lock held.
   void CallResync(std::uint64_t epoch) {
     {
       MutexLock lock(&mu_);
@@ -1548,7 +1539,7 @@ class StreamCoreImpl final
         absl::Status why = resync_why_;
         Notify(w, [why, after](StreamObserver& o) { o.OnResync(why, after); });
         phase_ = Phase::kRunning;
-        BeginStartLocked(AttemptReason::kReopen, w);
+        BeginStartLocked(AttemptReason::kResync, w);
       }
     }
     Flush(w);
@@ -1620,6 +1611,7 @@ class StreamCoreImpl final
   const absl::Duration open_timeout_;
   const absl::Duration max_time_;
   const absl::Duration recovery_jitter_;
+  const std::shared_ptr<ResyncPool> resync_pool_;  // runs `resync`
   BreakerGate breaker_;  // thread-safe; used outside `mu_`
   DeliveryQueue queue_;
 

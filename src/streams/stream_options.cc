@@ -7,6 +7,7 @@
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "tether/internal/stream_core.h"
+#include "tether/resync_pool.h"
 
 namespace tether {
 
@@ -76,8 +77,8 @@ absl::Status Validate(const ReconnectingStreamOptions& o) {
                      absl::FormatDuration(o.recovery_jitter)));
   }
   if (o.max_outbox < 1 || o.max_outbox > (std::size_t{1} << 20)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "max_outbox must be in [1, 1048576], got ", o.max_outbox));
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_outbox must be in [1, 1048576], got ", o.max_outbox));
   }
   if (o.max_buffered_messages < 1) {
     return absl::InvalidArgumentError(
@@ -101,6 +102,7 @@ absl::StatusOr<StreamSetup> PrepareStream(ReconnectingStreamOptions& options) {
     options.clock = std::shared_ptr<Clock>(&SystemClock(), [](Clock*) {});
   }
   if (!options.classifier) options.classifier = DefaultClassify;
+  if (!options.resync_pool) options.resync_pool = ResyncPool::Default();
   setup.seed = options.random_seed;
   if (setup.seed == 0) {
     absl::BitGen entropy;

@@ -9,63 +9,28 @@
 #include "absl/strings/cord.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "test/unit/stream_fixture.h"
 #include "tether/classification.h"
 #include "tether/connection_pool.h"
 #include "tether/generated_method.h"
 #include "tether/reconnecting_stream.h"
-#include "tether/testing/fake_clock.h"
-#include "tether/testing/fake_transport.h"
 
 namespace tether {
+namespace stream_test {
 namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-struct Req {
-  std::uint64_t after = 0;
-};
-struct Resp {
-  std::uint64_t seq = 0;
-};
-
-Resp M(std::uint64_t seq) { return Resp{seq}; }
-
-using Stream = ReconnectingStream<Req, Resp>;
-using Transport = fakes::FakeTransport<Req, Resp>;
-
-class BackoffRecorder : public StreamObserver {
- public:
-  void OnBackoff(absl::Duration d, const absl::Status&) override {
-    std::lock_guard<std::mutex> l(mu);
-    backoffs.push_back(d);
-  }
-  std::vector<absl::Duration> Get() {
-    std::lock_guard<std::mutex> l(mu);
-    return backoffs;
-  }
-  std::mutex mu;
-  std::vector<absl::Duration> backoffs;
-};
-
-class AttemptContextTest : public ::testing::Test {
+class AttemptContextTest : public StreamFixture {
  protected:
-  AttemptContextTest()
-      : clock_(std::make_shared<fakes::FakeClock>()),
-        source_(std::make_shared<fakes::FakeConnectionSource>()),
-        transport_(std::make_shared<Transport>(source_, clock_)),
-        observer_(std::make_shared<BackoffRecorder>()) {
-    options_.clock = clock_;
-    options_.observer = observer_;
-    options_.random_seed = 7;
-    options_.reopen_after_progress_jitter = absl::ZeroDuration();
+  AttemptContextTest() {
     ExponentialBackoffOptions b;
     b.initial_delay = absl::Milliseconds(100);
     b.jitter = Jitter::kNone;
     options_.backoff = std::shared_ptr<const BackoffPolicy>(
         ExponentialBackoff::Create(b).value());
   }
-  void TearDown() override { clock_->RunDue(); }
 
   Stream::Spec Spec() {
     Stream::Spec spec;
@@ -76,43 +41,15 @@ class AttemptContextTest : public ::testing::Test {
     spec.resume_after = [](Req& r, std::uint64_t seq) { r.after = seq; };
     return spec;
   }
-
   std::unique_ptr<Stream> StartStream(Stream::Spec spec) {
-    auto s = Stream::Start(
-        source_, std::move(spec), options_, [this](Resp&& r) {
-          std::lock_guard<std::mutex> l(mu_);
-          got_.push_back(r.seq);
-        },
-        [this](const absl::Status& s) {
-          std::lock_guard<std::mutex> l(mu_);
-          done_.push_back(s);
-        });
-    EXPECT_TRUE(s.ok()) << s.status();
-    return s.ok() ? *std::move(s) : nullptr;
+    return Start(std::move(spec));
   }
-
-  std::vector<absl::Status> done() {
-    std::lock_guard<std::mutex> l(mu_);
-    return done_;
-  }
-  std::vector<std::uint64_t> got() {
-    std::lock_guard<std::mutex> l(mu_);
-    return got_;
-  }
-
-  std::shared_ptr<fakes::FakeClock> clock_;
-  std::shared_ptr<fakes::FakeConnectionSource> source_;
-  std::shared_ptr<Transport> transport_;
-  std::shared_ptr<BackoffRecorder> observer_;
-  ReconnectingStreamOptions options_;
-  std::mutex mu_;
-  std::vector<std::uint64_t> got_;
-  std::vector<absl::Status> done_;
 };
 
 TEST_F(AttemptContextTest, EachAttemptKnowsItsNumberReasonPositionConnection) {
-  transport_->Expect(Transport::Script().Messages({M(1), M(2)}).Finish(
-      absl::UnavailableError("bye")));
+  transport_->Expect(Transport::Script()
+                         .Messages({M(1), M(2)})
+                         .Finish(absl::UnavailableError("bye")));
   transport_->Expect(Transport::Script().Message(M(3)).GoawayAfter(1));
   transport_->Expect(Transport::Script().Message(M(4)));
   auto stream = StartStream(Spec());
@@ -171,21 +108,21 @@ TEST_F(AttemptContextTest, ClassifierSeesTrailersAndErrorDetails) {
 }
 
 TEST_F(AttemptContextTest, PushbackReplacesTheBackoffDelay) {
-  transport_->Expect(Transport::Script().Finish(
-      absl::ResourceExhaustedError("slow down"),
-      {{"grpc-retry-pushback-ms", "750"}}));
+  transport_->Expect(
+      Transport::Script().Finish(absl::ResourceExhaustedError("slow down"),
+                                 {{"grpc-retry-pushback-ms", "750"}}));
   transport_->Expect(Transport::Script().Message(M(1)));
   auto stream = StartStream(Spec());
   clock_->RunDue();
   ASSERT_EQ(transport_->attempt_count(), 1u);
-  EXPECT_THAT(observer_->Get(), ElementsAre(absl::Milliseconds(750)));
+  EXPECT_THAT(events_->backoffs(), ElementsAre(absl::Milliseconds(750)));
   clock_->AdvanceBy(absl::Milliseconds(749));
   EXPECT_EQ(transport_->attempt_count(), 1u);  // not at the backoff's 100 ms
   clock_->AdvanceBy(absl::Milliseconds(1));
   ASSERT_EQ(transport_->attempt_count(), 2u);
-  EXPECT_EQ(transport_->attempt(1)->started_at() -
-                transport_->attempt(0)->ended_at(),
-            absl::Milliseconds(750));
+  EXPECT_EQ(
+      transport_->attempt(1)->started_at() - transport_->attempt(0)->ended_at(),
+      absl::Milliseconds(750));
   EXPECT_THAT(got(), ElementsAre(1));
 }
 
@@ -196,7 +133,7 @@ TEST_F(AttemptContextTest, ZeroPushbackRetriesAtOnce) {
   auto stream = StartStream(Spec());
   clock_->RunDue();
   EXPECT_EQ(transport_->attempt_count(), 2u);
-  EXPECT_THAT(observer_->Get(), ElementsAre(absl::ZeroDuration()));
+  EXPECT_THAT(events_->backoffs(), ElementsAre(absl::ZeroDuration()));
 }
 
 TEST_F(AttemptContextTest, NegativePushbackEndsTheStreamWithThatStatus) {
@@ -213,8 +150,9 @@ TEST_F(AttemptContextTest, NegativePushbackEndsTheStreamWithThatStatus) {
 }
 
 TEST_F(AttemptContextTest, MalformedPushbackMeansDoNotRetry) {
-  transport_->Expect(Transport::Script().Finish(
-      absl::ResourceExhaustedError("no"), {{"grpc-retry-pushback-ms", "soon"}}));
+  transport_->Expect(
+      Transport::Script().Finish(absl::ResourceExhaustedError("no"),
+                                 {{"grpc-retry-pushback-ms", "soon"}}));
   auto stream = StartStream(Spec());
   clock_->AdvanceBy(absl::Seconds(10));
   EXPECT_EQ(transport_->attempt_count(), 1u);
@@ -224,9 +162,9 @@ TEST_F(AttemptContextTest, MalformedPushbackMeansDoNotRetry) {
 
 TEST_F(AttemptContextTest, PushbackPastTheTimeBudgetGivesUpAtOnce) {
   options_.max_time_without_progress = absl::Seconds(30);
-  transport_->Expect(Transport::Script().Finish(
-      absl::UnavailableError("maintenance"),
-      {{"grpc-retry-pushback-ms", "3600000"}}));
+  transport_->Expect(
+      Transport::Script().Finish(absl::UnavailableError("maintenance"),
+                                 {{"grpc-retry-pushback-ms", "3600000"}}));
   auto stream = StartStream(Spec());
   clock_->RunDue();
   EXPECT_EQ(transport_->attempt_count(), 1u);
@@ -255,8 +193,8 @@ TEST(RetryPushbackTest, ParsesGrfcA6Values) {
   EXPECT_EQ(ok.delay, absl::Milliseconds(250));
   EXPECT_EQ(ParseRetryPushback({{"grpc-retry-pushback-ms", " 12 "}}).delay,
             absl::Milliseconds(12));
-  for (const char* bad : {"-1", "-9223372036854775808", "abc", "", "1.5",
-                          "+5", "99999999999999999999", "12ms"}) {
+  for (const char* bad : {"-1", "-9223372036854775808", "abc", "", "1.5", "+5",
+                          "99999999999999999999", "12ms"}) {
     RetryPushback p = ParseRetryPushback({{"grpc-retry-pushback-ms", bad}});
     EXPECT_TRUE(p.present) << bad;
     EXPECT_TRUE(p.stop) << bad;
@@ -333,4 +271,5 @@ TEST(SequenceFromTest, ReadsTheGetterAndTreatsZeroAsNone) {
 }
 
 }  // namespace
+}  // namespace stream_test
 }  // namespace tether

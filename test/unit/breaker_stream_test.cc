@@ -15,14 +15,14 @@
 #include "absl/types/optional.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "test/unit/stream_fixture.h"
 #include "tether/backoff.h"
 #include "tether/circuit_breaker.h"
 #include "tether/internal/breaker_gate.h"
 #include "tether/reconnecting_stream.h"
-#include "tether/testing/fake_clock.h"
-#include "tether/testing/fake_transport.h"
 
 namespace tether {
+namespace stream_test {
 namespace {
 
 using ::testing::AllOf;
@@ -34,17 +34,6 @@ constexpr BreakerState kClosed = BreakerState::kClosed;
 constexpr BreakerState kOpen = BreakerState::kOpen;
 constexpr BreakerState kHalfOpen = BreakerState::kHalfOpen;
 
-struct Req {
-  std::string key;
-  std::uint64_t after = 0;
-};
-struct Resp {
-  std::uint64_t seq = 0;
-};
-Resp M(std::uint64_t seq) { return Resp{seq}; }
-
-using Stream = ReconnectingStream<Req, Resp>;
-using Transport = fakes::FakeTransport<Req, Resp>;
 using Script = Transport::Script;
 
 // How a server that cancels its streams before its GOAWAY ends them.
@@ -59,17 +48,12 @@ struct StreamResult {
   absl::Time done_at = absl::InfinitePast();
 };
 
-class BreakerStreamTest : public ::testing::Test {
+class BreakerStreamTest : public StreamFixture {
  protected:
   static constexpr char kName[] = "svc.test:443";
 
-  BreakerStreamTest()
-      : clock_(std::make_shared<fakes::FakeClock>()),
-        source_(std::make_shared<fakes::FakeConnectionSource>()),
-        transport_(std::make_shared<Transport>(source_, clock_)) {
-    options_.clock = clock_;
-    options_.random_seed = 7;
-    options_.reopen_after_progress_jitter = absl::ZeroDuration();
+  BreakerStreamTest() {
+    options_.observer = nullptr;
     options_.max_attempts_without_progress = 1000;
     options_.max_time_without_progress = absl::Seconds(25);
     ExponentialBackoffOptions b;  // 100 ms, 200 ms, ... 1 s, no jitter
@@ -109,17 +93,7 @@ class BreakerStreamTest : public ::testing::Test {
     options_.breaker = breaker_;
   }
 
-  Stream::Spec Spec() {
-    Stream::Spec spec;
-    spec.request = Req{"k", 0};
-    spec.attempt_factory = transport_;
-    spec.sequence_of = [](const Resp& r) -> absl::optional<std::uint64_t> {
-      if (r.seq == 0) return absl::nullopt;
-      return r.seq;
-    };
-    spec.resume_after = [](Req& r, std::uint64_t seq) { r.after = seq; };
-    return spec;
-  }
+  Stream::Spec Spec() { return SeqSpec(); }
 
   // Starts one stream; returns its index.
   std::size_t StartOne() {
@@ -169,12 +143,8 @@ class BreakerStreamTest : public ::testing::Test {
     ASSERT_EQ(breaker_->state(), kOpen);
   }
 
-  std::shared_ptr<fakes::FakeClock> clock_;
-  std::shared_ptr<fakes::FakeConnectionSource> source_;
-  std::shared_ptr<Transport> transport_;
   std::shared_ptr<CircuitBreaker> breaker_;
   std::uint64_t listener_ = 0;
-  ReconnectingStreamOptions options_;
   std::mutex mu_;
   std::vector<StreamResult> results_;
   std::vector<Transition> transitions_;
@@ -497,4 +467,5 @@ TEST_F(BreakerStreamTest, CancelWhileWaitingEndsPromptly) {
 }
 
 }  // namespace
+}  // namespace stream_test
 }  // namespace tether

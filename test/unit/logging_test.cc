@@ -3,6 +3,7 @@
 // fake clock.
 #include "tether/logging.h"
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -158,6 +159,59 @@ TEST_F(LoggingTest, NextWindowsLineWritesTheSummaryFirst) {
   EXPECT_THAT(sink_->Texts()[1], HasSubstr("suppressed 2 gap lines"));
   log->OnGap(10, 12);
   EXPECT_THAT(sink_->Texts(), SizeIs(3));
+}
+
+// A clock whose first `RunAfter` lets `between` run first: what another
+// thread does between a caller's decision to arm a timer and the arming.
+class InterleavingClock final : public Clock {
+ public:
+  explicit InterleavingClock(std::shared_ptr<fakes::FakeClock> clock)
+      : clock_(std::move(clock)) {}
+  absl::Time Now() override { return clock_->Now(); }
+  TimerId RunAfter(absl::Duration delay, std::function<void()> fn) override {
+    std::function<void()> between = std::move(between_);
+    between_ = nullptr;
+    if (between) between();
+    return clock_->RunAfter(delay, std::move(fn));
+  }
+  bool Cancel(TimerId id) override { return clock_->Cancel(id); }
+  std::function<void()> between_;
+
+ private:
+  const std::shared_ptr<fakes::FakeClock> clock_;
+};
+
+TEST_F(LoggingTest, ATimerArmedAcrossTheWindowsEndDoesNotResetTheNext) {
+  auto clock = std::make_shared<InterleavingClock>(clock_);
+  LoggingOptions o;
+  o.sink = sink_;
+  o.clock = clock;
+  o.max_lines_per_window = 2;
+  auto log = LoggingObserver::Create(o).value();
+  log->OnGap(1, 3);
+  clock_->AdvanceBy(absl::Milliseconds(500));
+  log->OnGap(4, 6);
+  // The third line of the window is suppressed and arms the summary timer
+  // (due at 1 s). Before it is armed, "another thread" finds the window over
+  // and opens the next one (at 1.5 s) with a line.
+  clock->between_ = [&] {
+    clock_->AdvanceBy(absl::Seconds(1));
+    log->OnGap(7, 9);
+  };
+  log->OnGap(10, 12);
+  // The timer went in at 2 s, inside the second window (1.5 s - 2.5 s).
+  log->OnGap(13, 15);  // the second window's second line
+  log->OnGap(16, 18);  // suppressed: 2 per window
+  clock_->AdvanceBy(absl::Milliseconds(600));  // 2.1 s
+  log->OnGap(19, 21);  // still the second window: suppressed
+  int gap_lines = 0;
+  for (const std::string& t : sink_->Texts()) {
+    if (t.rfind("gap: expected seq", 0) == 0) ++gap_lines;
+  }
+  EXPECT_EQ(gap_lines, 4) << ::testing::PrintToString(sink_->Texts());
+  clock_->AdvanceBy(absl::Seconds(1));  // the second window's own summary
+  EXPECT_THAT(sink_->Texts().back(), HasSubstr("suppressed 2 gap lines"));
+  EXPECT_EQ(clock_->PendingTimers(), 0u);
 }
 
 TEST_F(LoggingTest, DestructionWritesPendingSummaries) {

@@ -1,122 +1,31 @@
 // Copyright 2026 The tether Authors. Licensed under the Apache License 2.0.
 // Logic tests of ReconnectingStream: fake attempts, fake connections, a fake
-// clock. Nothing here opens a socket or sleeps.
-#include "tether/reconnecting_stream.h"
-
+// clock (the shared stream fixture). Nothing here opens a socket or sleeps.
 #include <memory>
-#include <mutex>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "test/unit/stream_fixture.h"
 #include "tether/internal/stream_random.h"
-#include "tether/testing/fake_clock.h"
-#include "tether/testing/fake_transport.h"
 
 namespace tether {
+namespace stream_test {
 namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-struct Req {
-  std::string key;
-  std::uint64_t after = 0;
-};
-struct Resp {
-  std::uint64_t seq = 0;  // 0 = no sequence
-  std::string body;
-};
-
-Resp M(std::uint64_t seq) { return Resp{seq, "m" + std::to_string(seq)}; }
-
-using Stream = ReconnectingStream<Req, Resp>;
-using Transport = fakes::FakeTransport<Req, Resp>;
-
-class RecordingObserver : public StreamObserver {
- public:
-  void OnAttemptStarted(const AttemptInfo& info) override {
-    std::lock_guard<std::mutex> l(mu);
-    started.push_back(info);
-  }
-  void OnAttemptEnded(const AttemptInfo&, const absl::Status& s, EndClass c,
-                      bool by_client) override {
-    std::lock_guard<std::mutex> l(mu);
-    ended.push_back({s.code(), c});
-    if (by_client) ++ended_by_client;
-  }
-  void OnDuplicateDropped(std::uint64_t seq, std::uint64_t) override {
-    std::lock_guard<std::mutex> l(mu);
-    duplicates.push_back(seq);
-  }
-  void OnGap(std::uint64_t expected, std::uint64_t got) override {
-    std::lock_guard<std::mutex> l(mu);
-    gaps.push_back({expected, got});
-  }
-  void OnBackoff(absl::Duration d, const absl::Status&) override {
-    std::lock_guard<std::mutex> l(mu);
-    backoffs.push_back(d);
-  }
-  void OnGaveUp(const absl::Status&) override {
-    std::lock_guard<std::mutex> l(mu);
-    ++gave_up;
-  }
-  std::mutex mu;
-  std::vector<AttemptInfo> started;
-  std::vector<std::pair<absl::StatusCode, EndClass>> ended;
-  int ended_by_client = 0;
-  std::vector<std::uint64_t> duplicates;
-  std::vector<std::pair<std::uint64_t, std::uint64_t>> gaps;
-  std::vector<absl::Duration> backoffs;
-  int gave_up = 0;
-};
-
-class StreamTest : public ::testing::Test {
+class StreamTest : public StreamFixture {
  protected:
-  StreamTest()
-      : clock_(std::make_shared<fakes::FakeClock>()),
-        source_(std::make_shared<fakes::FakeConnectionSource>()),
-        transport_(std::make_shared<Transport>(source_, clock_)),
-        observer_(std::make_shared<RecordingObserver>()) {
-    options_.clock = clock_;
-    options_.observer = observer_;
-    options_.random_seed = 42;
-    options_.reopen_after_progress_jitter = absl::ZeroDuration();
-  }
+  StreamTest() { options_.random_seed = 42; }
 
-  // Streams destroyed at the end of a test leave their cancels pending, as
-  // gRPC does: complete them, so nothing is left holding the transport.
-  void TearDown() override { clock_->RunDue(); }
-
-  Stream::Spec Spec() {
-    Stream::Spec spec;
-    spec.request = Req{"k", 0};
-    spec.attempt_factory = transport_;
-    spec.sequence_of = [](const Resp& r) -> absl::optional<std::uint64_t> {
-      if (r.seq == 0) return absl::nullopt;
-      return r.seq;
-    };
-    spec.resume_after = [](Req& r, std::uint64_t seq) { r.after = seq; };
-    return spec;
-  }
-
+  Stream::Spec Spec() { return SeqSpec(); }
   std::unique_ptr<Stream> StartStream(Stream::Spec spec) {
-    auto s = Stream::Start(
-        source_, std::move(spec), options_,
-        [this](Resp&& r) {
-          std::lock_guard<std::mutex> l(mu_);
-          got_.push_back(r.seq);
-        },
-        [this](const absl::Status& s) {
-          std::lock_guard<std::mutex> l(mu_);
-          done_.push_back(s);
-        });
-    EXPECT_TRUE(s.ok()) << s.status();
-    return s.ok() ? *std::move(s) : nullptr;
+    return Start(std::move(spec));
   }
-  std::unique_ptr<Stream> StartStream() { return StartStream(Spec()); }
+  std::unique_ptr<Stream> StartStream() { return Start(SeqSpec()); }
 
   // A stream whose first attempt (`old`) delivered 1..`delivered`, then
   // whose connection drained: `fresh` is the replacement, which resumed
@@ -137,24 +46,6 @@ class StreamTest : public ::testing::Test {
     EXPECT_EQ(m.fresh->request().after, delivered);
     return m;
   }
-
-  std::vector<std::uint64_t> got() {
-    std::lock_guard<std::mutex> l(mu_);
-    return got_;
-  }
-  std::vector<absl::Status> done() {
-    std::lock_guard<std::mutex> l(mu_);
-    return done_;
-  }
-
-  std::shared_ptr<fakes::FakeClock> clock_;
-  std::shared_ptr<fakes::FakeConnectionSource> source_;
-  std::shared_ptr<Transport> transport_;
-  std::shared_ptr<RecordingObserver> observer_;
-  ReconnectingStreamOptions options_;
-  std::mutex mu_;
-  std::vector<std::uint64_t> got_;
-  std::vector<absl::Status> done_;
 };
 
 TEST_F(StreamTest, ReopenResumesAfterLastDeliveredSeq) {
@@ -168,10 +59,10 @@ TEST_F(StreamTest, ReopenResumesAfterLastDeliveredSeq) {
   transport_->attempt(1)->Send(M(4));
   EXPECT_THAT(got(), ElementsAre(1, 2, 3, 4));
   EXPECT_TRUE(done().empty());
-  ASSERT_EQ(observer_->started.size(), 2u);
-  EXPECT_TRUE(observer_->started[1].resumed);
-  EXPECT_EQ(observer_->started[1].resume_after_seq, 3u);
-  EXPECT_EQ(observer_->started[1].reason, AttemptReason::kReopen);
+  ASSERT_EQ(events_->started().size(), 2u);
+  EXPECT_TRUE(events_->started()[1].resumed);
+  EXPECT_EQ(events_->started()[1].resume_after_seq, 3u);
+  EXPECT_EQ(events_->started()[1].reason, AttemptReason::kReopen);
 }
 
 TEST_F(StreamTest, DuplicatesAreDroppedAndCounted) {
@@ -186,7 +77,7 @@ TEST_F(StreamTest, DuplicatesAreDroppedAndCounted) {
   second->Send(M(4));
   EXPECT_THAT(got(), ElementsAre(1, 2, 3, 4));
   EXPECT_EQ(stream->stats().duplicates_dropped, 2u);
-  EXPECT_THAT(observer_->duplicates, ElementsAre(2, 3));
+  EXPECT_THAT(events_->duplicates(), ElementsAre(2, 3));
 }
 
 TEST_F(StreamTest, GapIsDeliveredAndReportedByDefault) {
@@ -194,9 +85,9 @@ TEST_F(StreamTest, GapIsDeliveredAndReportedByDefault) {
   auto stream = StartStream();
   EXPECT_THAT(got(), ElementsAre(1, 2, 5, 6));
   EXPECT_EQ(stream->stats().gaps, 1u);
-  ASSERT_EQ(observer_->gaps.size(), 1u);
-  EXPECT_EQ(observer_->gaps[0].first, 3u);
-  EXPECT_EQ(observer_->gaps[0].second, 5u);
+  ASSERT_EQ(events_->gaps().size(), 1u);
+  EXPECT_EQ(events_->gaps()[0].first, 3u);
+  EXPECT_EQ(events_->gaps()[0].second, 5u);
   EXPECT_TRUE(done().empty());
 }
 
@@ -245,7 +136,7 @@ TEST_F(StreamTest, AttemptBudgetEndsStreamWithLastStatus) {
   ASSERT_EQ(done().size(), 1u);
   EXPECT_EQ(done()[0].code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(std::string(done()[0].message()), HasSubstr("gave up after 3"));
-  EXPECT_EQ(observer_->gave_up, 1);
+  EXPECT_EQ(events_->gave_up(), 1);
 }
 
 TEST_F(StreamTest, ProgressResetsTheBudget) {
@@ -303,11 +194,11 @@ TEST_F(StreamTest, BackoffDelaysFollowThePolicyUnderAFixedSeed) {
   for (int i = 0; i < 5; ++i) {
     expected.push_back(expected_policy->OnFailure(absl::BitGenRef(gen)));
   }
-  ASSERT_GE(observer_->backoffs.size(), 5u);
+  ASSERT_GE(events_->backoffs().size(), 5u);
   for (int i = 0; i < 5; ++i) {
-    EXPECT_EQ(observer_->backoffs[i], expected[i]) << i;
+    EXPECT_EQ(events_->backoffs()[i], expected[i]) << i;
     // Full jitter: below the un-jittered cap of this step.
-    EXPECT_LT(observer_->backoffs[i],
+    EXPECT_LT(events_->backoffs()[i],
               std::min(absl::Seconds(1), absl::Milliseconds(100) * (1 << i)));
   }
 }
@@ -337,7 +228,7 @@ TEST_F(StreamTest, CancelWhileStreamingCancelsTheAttempt) {
   clock_->RunDue();
   ASSERT_EQ(done().size(), 1u);
   EXPECT_EQ(done()[0].code(), absl::StatusCode::kCancelled);
-  EXPECT_EQ(observer_->ended_by_client, 1);
+  EXPECT_EQ(events_->ended_by_client(), 1);
 }
 
 TEST_F(StreamTest, DestroyWithAttemptInFlightIsSafeAndSilent) {
@@ -439,7 +330,7 @@ TEST_F(StreamTest, InvalidOptionsAreRejectedBeforeAnythingStarts) {
 }
 
 TEST_F(StreamTest, MessageWithoutSequenceEndsWithClearError) {
-  transport_->Expect({{M(1), Resp{0, "no seq"}, M(2)}, {}, {}});
+  transport_->Expect({{M(1), M(0), M(2)}, {}, {}});
   auto stream = StartStream();
   clock_->RunDue();
   EXPECT_THAT(got(), ElementsAre(1));
@@ -464,13 +355,12 @@ TEST_F(StreamTest, WithoutSequenceNumbersReopenSendsTheFirstRequest) {
   spec.sequence_of = nullptr;
   spec.resume_after = nullptr;
   spec.request.after = 77;
-  transport_->Expect(
-      {{Resp{0, "a"}, Resp{0, "b"}}, {}, absl::UnavailableError("x")});
+  transport_->Expect({{M(0), M(0)}, {}, absl::UnavailableError("x")});
   auto stream = StartStream(std::move(spec));
   clock_->RunDue();
   ASSERT_EQ(transport_->attempt_count(), 2u);
   EXPECT_EQ(transport_->attempt(1)->request().after, 77u);
-  EXPECT_EQ(got().size(), 2u);
+  EXPECT_EQ(rec_->messages(), 2u);
 }
 
 TEST_F(StreamTest, InitialLastSeqDropsOlderMessagesAndResumes) {
@@ -539,10 +429,10 @@ TEST_F(StreamTest, DrainMigratesMakeBeforeBreak) {
   EXPECT_EQ(stream->stats().migrations, 1u);
   EXPECT_EQ(stream->stats().duplicates_dropped, 1u);
   EXPECT_TRUE(done().empty());
-  EXPECT_EQ(observer_->started[1].reason, AttemptReason::kMigration);
+  EXPECT_EQ(events_->started()[1].reason, AttemptReason::kMigration);
   // The old attempt's end was ours: no backoff, no new attempt.
   EXPECT_EQ(transport_->attempt_count(), 2u);
-  EXPECT_TRUE(observer_->backoffs.empty());
+  EXPECT_TRUE(events_->backoffs().empty());
 }
 
 // The default: the old attempt stops at the replacement's resume position.
@@ -730,12 +620,12 @@ TEST_F(StreamTest, ServerCancelledIsADrainButTransientIsNot) {
   auto stream = StartStream();
   transport_->attempt(0)->Send(M(1));
   transport_->attempt(0)->Finish(absl::CancelledError("server cancelled"));
-  ASSERT_EQ(observer_->ended.size(), 1u);
-  EXPECT_EQ(observer_->ended[0].second, EndClass::kDrain);
+  ASSERT_EQ(events_->ended().size(), 1u);
+  EXPECT_EQ(events_->ended()[0].cls, EndClass::kDrain);
   clock_->RunDue();
   transport_->attempt(1)->Send(M(2));
   transport_->attempt(1)->Finish(absl::InternalError("oops"));
-  EXPECT_EQ(observer_->ended[1].second, EndClass::kTransient);
+  EXPECT_EQ(events_->ended()[1].cls, EndClass::kTransient);
   EXPECT_EQ(source_->drain_reports().size(), 1u);
 }
 
@@ -743,7 +633,7 @@ TEST_F(StreamTest, FailedPickIsRetriedWithBackoff) {
   source_->FailNextPick(fakes::ConnectFailure());
   auto stream = StartStream();
   EXPECT_EQ(transport_->attempt_count(), 0u);
-  ASSERT_EQ(observer_->backoffs.size(), 1u);
+  ASSERT_EQ(events_->backoffs().size(), 1u);
   clock_->AdvanceToNextTimer();
   EXPECT_EQ(transport_->attempt_count(), 1u);
 }
@@ -761,4 +651,5 @@ TEST_F(StreamTest, EveryPickIsReleased) {
 }
 
 }  // namespace
+}  // namespace stream_test
 }  // namespace tether

@@ -10,21 +10,11 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "tether/reconnecting_stream.h"
-#include "tether/testing/fake_clock.h"
-#include "tether/testing/fake_transport.h"
+#include "test/unit/stream_fixture.h"
 
 namespace tether {
+namespace stream_test {
 namespace {
-
-struct Req {
-  std::uint64_t after = 0;
-};
-struct Resp {
-  std::uint64_t seq = 0;
-};
-using Stream = ReconnectingStream<Req, Resp>;
-using Transport = fakes::FakeTransport<Req, Resp>;
 
 Stream::Spec SpecFor(std::shared_ptr<Transport> transport) {
   Stream::Spec spec;
@@ -154,4 +144,5 @@ TEST(StreamConcurrency, CancelAndDestroyRaceWithDeliveryAndEnds) {
 }
 
 }  // namespace
+}  // namespace stream_test
 }  // namespace tether

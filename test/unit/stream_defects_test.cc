@@ -18,26 +18,16 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "test/unit/stream_fixture.h"
 #include "tether/circuit_breaker.h"
 #include "tether/reconnecting_stream.h"
-#include "tether/testing/fake_clock.h"
-#include "tether/testing/fake_transport.h"
 
 namespace tether {
+namespace stream_test {
 namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-
-struct Req {
-  std::uint64_t after = 0;
-};
-struct Resp {
-  std::uint64_t seq = 0;  // 0 = no sequence
-};
-Resp M(std::uint64_t seq) { return Resp{seq}; }
-
-using Stream = ReconnectingStream<Req, Resp>;
 
 // An attempt whose cancel completes only when the test says so, as gRPC's
 // `TryCancel` completes later: `OnDone` comes after other events.
@@ -103,40 +93,10 @@ class LateCancelFactory final : public AttemptFactory<Req, Resp> {
   std::vector<std::shared_ptr<LateCancelAttempt>> attempts_;
 };
 
-class Recorder {
- public:
-  void Message(const Resp& r) {
-    std::lock_guard<std::mutex> l(mu_);
-    got_.push_back(r.seq);
-  }
-  void Done(const absl::Status& s) {
-    std::lock_guard<std::mutex> l(mu_);
-    done_.push_back(s);
-  }
-  std::vector<std::uint64_t> got() {
-    std::lock_guard<std::mutex> l(mu_);
-    return got_;
-  }
-  std::vector<absl::Status> done() {
-    std::lock_guard<std::mutex> l(mu_);
-    return done_;
-  }
-
- private:
-  std::mutex mu_;
-  std::vector<std::uint64_t> got_;
-  std::vector<absl::Status> done_;
-};
-
-class StreamDefectsTest : public ::testing::Test {
+class StreamDefectsTest : public StreamFixture {
  protected:
-  StreamDefectsTest()
-      : clock_(std::make_shared<fakes::FakeClock>()),
-        source_(std::make_shared<fakes::FakeConnectionSource>()),
-        factory_(std::make_shared<LateCancelFactory>()) {
-    options_.clock = clock_;
-    options_.random_seed = 7;
-    options_.reopen_after_progress_jitter = absl::ZeroDuration();
+  StreamDefectsTest() : factory_(std::make_shared<LateCancelFactory>()) {
+    options_.observer = nullptr;  // some tests count allocations
   }
 
   // Completes the cancels that streams destroyed by the test left pending
@@ -145,34 +105,18 @@ class StreamDefectsTest : public ::testing::Test {
     for (std::size_t i = 0; i < factory_->count(); ++i) {
       factory_->at(i)->CompleteCancel();
     }
+    StreamFixture::TearDown();
   }
 
   Stream::Spec Spec() {
-    Stream::Spec spec;
+    Stream::Spec spec = SeqSpec();
     spec.attempt_factory = factory_;
-    spec.sequence_of = [](const Resp& r) -> absl::optional<std::uint64_t> {
-      if (r.seq == 0) return absl::nullopt;
-      return r.seq;
-    };
-    spec.resume_after = [](Req& r, std::uint64_t seq) { r.after = seq; };
     return spec;
   }
-
-  std::unique_ptr<Stream> Start(Stream::Spec spec) {
-    auto s = Stream::Start(
-        source_, std::move(spec), options_,
-        [this](Resp&& r) { rec_.Message(r); },
-        [this](const absl::Status& s) { rec_.Done(s); });
-    EXPECT_TRUE(s.ok()) << s.status();
-    return s.ok() ? *std::move(s) : nullptr;
-  }
+  using StreamFixture::Start;
   std::unique_ptr<Stream> Start() { return Start(Spec()); }
 
-  std::shared_ptr<fakes::FakeClock> clock_;
-  std::shared_ptr<fakes::FakeConnectionSource> source_;
   std::shared_ptr<LateCancelFactory> factory_;
-  ReconnectingStreamOptions options_;
-  Recorder rec_;
 };
 
 // Defect 1: quiet time on a healthy attempt is not time without progress.
@@ -189,7 +133,7 @@ TEST_F(StreamDefectsTest, QuietStreamRetriesAfterSilenceLongerThanTheBudget) {
   clock_->AdvanceBy(absl::Minutes(5));
   factory_->at(1)->Finish(absl::UnavailableError("connection reset"));
   clock_->AdvanceBy(absl::Seconds(1));
-  ASSERT_TRUE(rec_.done().empty()) << rec_.done()[0];
+  ASSERT_TRUE(rec_->done().empty()) << rec_->done()[0];
   ASSERT_EQ(factory_->count(), 3u);
   EXPECT_EQ(factory_->at(2)->request().after, 1u);
 }
@@ -201,7 +145,7 @@ TEST_F(StreamDefectsTest, SilentFromTheStartStillRetriesAfterALongQuiet) {
   clock_->AdvanceBy(absl::Minutes(10));
   factory_->at(0)->Finish(absl::UnavailableError("reset"));
   clock_->AdvanceBy(absl::Seconds(1));
-  EXPECT_TRUE(rec_.done().empty());
+  EXPECT_TRUE(rec_->done().empty());
   EXPECT_EQ(factory_->count(), 2u);
 }
 
@@ -214,15 +158,15 @@ TEST_F(StreamDefectsTest, AttemptsThatNeverConnectEndWithinTheTimeBound) {
   for (std::uint64_t id = 1; id <= 64; ++id) source_->SetConnected(id, false);
   auto stream = Start();
   clock_->AdvanceBy(absl::Milliseconds(2900));
-  EXPECT_TRUE(rec_.done().empty());
+  EXPECT_TRUE(rec_->done().empty());
   clock_->AdvanceBy(absl::Milliseconds(100));
   for (std::size_t i = 0; i < factory_->count(); ++i) {
     factory_->at(i)->CompleteCancel();
   }
-  ASSERT_EQ(rec_.done().size(), 1u);
-  EXPECT_EQ(rec_.done()[0].code(), absl::StatusCode::kUnavailable);
-  EXPECT_THAT(std::string(rec_.done()[0].message()), HasSubstr("gave up"));
-  EXPECT_THAT(std::string(rec_.done()[0].message()),
+  ASSERT_EQ(rec_->done().size(), 1u);
+  EXPECT_EQ(rec_->done()[0].code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(rec_->done()[0].message()), HasSubstr("gave up"));
+  EXPECT_THAT(std::string(rec_->done()[0].message()),
               HasSubstr("not connected"));
 }
 
@@ -243,11 +187,11 @@ TEST_F(StreamDefectsTest, ReplacementEndsBeforeTheOldCancelCompletes) {
   EXPECT_EQ(factory_->at(2)->request().after, 2u);
   a0->CompleteCancel();
   factory_->at(2)->Send(3);
-  EXPECT_THAT(rec_.got(), ElementsAre(1, 2, 3));
-  EXPECT_TRUE(rec_.done().empty());
+  EXPECT_THAT(rec_->got(), ElementsAre(1, 2, 3));
+  EXPECT_TRUE(rec_->done().empty());
   stream->Cancel();
   factory_->at(2)->CompleteCancel();
-  ASSERT_EQ(rec_.done().size(), 1u);
+  ASSERT_EQ(rec_->done().size(), 1u);
   EXPECT_EQ(source_->held(1) + source_->held(2) + source_->held(3), 0u);
 }
 
@@ -258,12 +202,12 @@ TEST_F(StreamDefectsTest, CancelWaitsForLateCancelsThenEndsOnce) {
   factory_->at(0)->Send(1);
   source_->Drain(1);
   stream->Cancel();
-  EXPECT_TRUE(rec_.done().empty());  // two cancels outstanding
+  EXPECT_TRUE(rec_->done().empty());  // two cancels outstanding
   factory_->at(1)->CompleteCancel();
-  EXPECT_TRUE(rec_.done().empty());
+  EXPECT_TRUE(rec_->done().empty());
   factory_->at(0)->CompleteCancel();
-  ASSERT_EQ(rec_.done().size(), 1u);
-  EXPECT_EQ(rec_.done()[0].code(), absl::StatusCode::kCancelled);
+  ASSERT_EQ(rec_->done().size(), 1u);
+  EXPECT_EQ(rec_->done()[0].code(), absl::StatusCode::kCancelled);
 }
 
 // Defect 3: a quiet stream holding a half-open probe resolves it.
@@ -278,7 +222,8 @@ TEST_F(StreamDefectsTest, QuietStreamResolvesItsHalfOpenProbe) {
   {
     auto p = breaker->TryAcquire();
     ASSERT_TRUE(p.ok());
-    breaker->Record(*std::move(p), Outcome::kFailure, absl::UnavailableError("x"));
+    breaker->Record(*std::move(p), Outcome::kFailure,
+                    absl::UnavailableError("x"));
   }
   ASSERT_EQ(breaker->counts().state, BreakerState::kOpen);
   clock_->AdvanceBy(absl::Seconds(5));
@@ -331,8 +276,8 @@ TEST_F(StreamDefectsTest, BreakerObserverMayCallStatsAndCancel) {
   EXPECT_GE(observer->pokes.load(), 2);
   observer->cancel = true;
   clock_->AdvanceBy(absl::Seconds(10));  // refused again -> Cancel()
-  ASSERT_EQ(rec_.done().size(), 1u);
-  EXPECT_EQ(rec_.done()[0].code(), absl::StatusCode::kCancelled);
+  ASSERT_EQ(rec_->done().size(), 1u);
+  EXPECT_EQ(rec_->done()[0].code(), absl::StatusCode::kCancelled);
   observer->stream = nullptr;
 }
 
@@ -377,7 +322,7 @@ TEST_F(StreamDefectsTest, StreamObserverMayCallStatsCancelAndDestroy) {
   factory_->at(1)->Send(2);  // OnFirstMessage -> Cancel()
   factory_->at(0)->CompleteCancel();
   factory_->at(1)->CompleteCancel();
-  ASSERT_EQ(rec_.done().size(), 1u);
+  ASSERT_EQ(rec_->done().size(), 1u);
   observer->stream = nullptr;
 
   // Destroying the stream from inside an observer call.
@@ -519,7 +464,7 @@ TEST_F(StreamDefectsTest, NoMemoryGrowthPerMigration) {
     source->DrainNewest();  // the replacement starts
     auto fresh = factory->live.back();
     auto old = factory->live.front();
-    fresh->Send(++seq);       // hand-off: the old one is asked to cancel
+    fresh->Send(++seq);  // hand-off: the old one is asked to cancel
     old->CompleteCancel();
     factory->Prune();
   };
@@ -552,16 +497,16 @@ TEST_F(StreamDefectsTest, ReplacementDrainingBeforeItDeliversMovesAgain) {
   EXPECT_NE(a2->connection(), a0->connection());
   EXPECT_TRUE(a1->cancel_requested());
   EXPECT_FALSE(a0->cancel_requested());  // still the fallback
-  a0->Send(2);                            // the fallback still delivers
+  a0->Send(2);                           // the fallback still delivers
   a2->Send(2);
   a2->Send(3);
   EXPECT_TRUE(a0->cancel_requested());
-  EXPECT_THAT(rec_.got(), ElementsAre(1, 2, 3));
+  EXPECT_THAT(rec_->got(), ElementsAre(1, 2, 3));
   a0->CompleteCancel();
   a1->CompleteCancel();
   stream->Cancel();
   a2->CompleteCancel();
-  ASSERT_EQ(rec_.done().size(), 1u);
+  ASSERT_EQ(rec_->done().size(), 1u);
 }
 
 // Defect 8: exceptions from the app's callbacks end the stream with
@@ -598,8 +543,8 @@ TEST_F(StreamDefectsTest, ThrowingSequenceOfAndResumeAfterEndWithInternal) {
   factory_->at(0)->Send(1);
   factory_->at(0)->Send(9);
   factory_->at(0)->CompleteCancel();
-  ASSERT_EQ(rec_.done().size(), 1u);
-  EXPECT_THAT(std::string(rec_.done()[0].message()),
+  ASSERT_EQ(rec_->done().size(), 1u);
+  EXPECT_THAT(std::string(rec_->done()[0].message()),
               HasSubstr("sequence_of threw: bad message"));
 
   Recorder second;
@@ -641,8 +586,8 @@ TEST_F(StreamDefectsTest, ReceiveLimitEndsTheStreamWithoutRetrying) {
       "Received message larger than max (4194305 vs. 4194304)"));
   clock_->AdvanceBy(absl::Minutes(1));
   EXPECT_EQ(factory_->count(), 1u);
-  ASSERT_EQ(rec_.done().size(), 1u);
-  EXPECT_EQ(rec_.done()[0].code(), absl::StatusCode::kResourceExhausted);
+  ASSERT_EQ(rec_->done().size(), 1u);
+  EXPECT_EQ(rec_->done()[0].code(), absl::StatusCode::kResourceExhausted);
   // Other RESOURCE_EXHAUSTED (a server's quota) is still transient.
   AttemptEnd quota;
   quota.status = absl::ResourceExhaustedError("quota exceeded");
@@ -675,14 +620,14 @@ TEST_F(StreamDefectsTest, NoObserverCallAfterOnDone) {
   options_.observer = observer;
   auto source = std::make_shared<CapturingSource>();
   auto s = Stream::Start(
-      source, Spec(), options_, [this](Resp&& r) { rec_.Message(r); },
-      [this](const absl::Status& st) { rec_.Done(st); });
+      source, Spec(), options_, [this](Resp&& r) { rec_->Message(r); },
+      [this](const absl::Status& st) { rec_->Done(st); });
   ASSERT_TRUE(s.ok());
   auto stream = *std::move(s);
   auto listener = source->last_listener.lock();
   ASSERT_NE(listener, nullptr);
   factory_->at(0)->Finish(absl::NotFoundError("gone"));
-  ASSERT_EQ(rec_.done().size(), 1u);
+  ASSERT_EQ(rec_->done().size(), 1u);
   // The pool had collected this stream as a holder before the end.
   listener->OnConnectionDraining(1, "GOAWAY");
   EXPECT_EQ(observer->drains, 0);
@@ -690,4 +635,5 @@ TEST_F(StreamDefectsTest, NoObserverCallAfterOnDone) {
 }
 
 }  // namespace
+}  // namespace stream_test
 }  // namespace tether

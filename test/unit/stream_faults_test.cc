@@ -10,90 +10,20 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tether/reconnecting_stream.h"
-#include "tether/testing/fake_clock.h"
-#include "tether/testing/fake_transport.h"
+#include "test/unit/stream_fixture.h"
 
 namespace tether {
+namespace stream_test {
 namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-struct Req {
-  std::uint64_t after = 0;
-};
-struct Resp {
-  std::uint64_t seq = 0;
-};
-Resp M(std::uint64_t seq) { return Resp{seq}; }
-
-using Stream = ReconnectingStream<Req, Resp>;
-using Transport = fakes::FakeTransport<Req, Resp>;
-
-class StallObserver : public StreamObserver {
- public:
-  void OnStalled(const AttemptInfo& info, absl::Duration silent) override {
-    std::lock_guard<std::mutex> l(mu);
-    stalled.push_back({info.connection_id, silent});
-  }
-  std::mutex mu;
-  std::vector<std::pair<std::uint64_t, absl::Duration>> stalled;
-};
-
-class StreamFaultsTest : public ::testing::Test {
+class StreamFaultsTest : public StreamFixture {
  protected:
-  StreamFaultsTest()
-      : clock_(std::make_shared<fakes::FakeClock>()),
-        source_(std::make_shared<fakes::FakeConnectionSource>()),
-        transport_(std::make_shared<Transport>(source_, clock_)),
-        observer_(std::make_shared<StallObserver>()) {
-    options_.clock = clock_;
-    options_.observer = observer_;
-    options_.random_seed = 3;
-    options_.reopen_after_progress_jitter = absl::ZeroDuration();
-  }
-
-  // Completes the cancels that streams destroyed by the test left pending.
-  void TearDown() override { clock_->RunDue(); }
-
-  std::unique_ptr<Stream> Start() {
-    Stream::Spec spec;
-    spec.attempt_factory = transport_;
-    spec.sequence_of = [](const Resp& r) -> absl::optional<std::uint64_t> {
-      return r.seq;
-    };
-    spec.resume_after = [](Req& r, std::uint64_t seq) { r.after = seq; };
-    auto s = Stream::Start(
-        source_, spec, options_,
-        [this](Resp&& r) {
-          std::lock_guard<std::mutex> l(mu_);
-          got_.push_back(r.seq);
-        },
-        [this](const absl::Status& st) {
-          std::lock_guard<std::mutex> l(mu_);
-          done_.push_back(st);
-        });
-    EXPECT_TRUE(s.ok()) << s.status();
-    return s.ok() ? *std::move(s) : nullptr;
-  }
-  std::vector<std::uint64_t> got() {
-    std::lock_guard<std::mutex> l(mu_);
-    return got_;
-  }
-  std::vector<absl::Status> done() {
-    std::lock_guard<std::mutex> l(mu_);
-    return done_;
-  }
-
-  std::shared_ptr<fakes::FakeClock> clock_;
-  std::shared_ptr<fakes::FakeConnectionSource> source_;
-  std::shared_ptr<Transport> transport_;
-  std::shared_ptr<StallObserver> observer_;
-  ReconnectingStreamOptions options_;
-  std::mutex mu_;
-  std::vector<std::uint64_t> got_;
-  std::vector<absl::Status> done_;
+  StreamFaultsTest() { options_.random_seed = 3; }
+  using StreamFixture::Start;
+  std::unique_ptr<Stream> Start() { return Start(SeqSpec()); }
 };
 
 TEST_F(StreamFaultsTest, StalledAttemptMovesMakeBeforeBreak) {
@@ -104,7 +34,7 @@ TEST_F(StreamFaultsTest, StalledAttemptMovesMakeBeforeBreak) {
   a0->Send(M(2));
   clock_->AdvanceBy(absl::Milliseconds(2999));
   EXPECT_EQ(transport_->attempt_count(), 1u);
-  clock_->AdvanceBy(absl::Milliseconds(1));  // 3 s of silence: a black hole
+  clock_->AdvanceBy(absl::Milliseconds(1));    // 3 s of silence: a black hole
   clock_->AdvanceBy(absl::Milliseconds(200));  // the first backoff delay
   ASSERT_EQ(transport_->attempt_count(), 2u);
   auto a1 = transport_->attempt(1);
@@ -120,8 +50,8 @@ TEST_F(StreamFaultsTest, StalledAttemptMovesMakeBeforeBreak) {
   EXPECT_THAT(got(), ElementsAre(1, 2, 3));
   EXPECT_EQ(stream->stats().stalls, 1u);
   EXPECT_EQ(stream->stats().duplicates_dropped, 1u);
-  ASSERT_EQ(observer_->stalled.size(), 1u);
-  EXPECT_EQ(observer_->stalled[0].second, absl::Seconds(3));
+  ASSERT_EQ(events_->stalled().size(), 1u);
+  EXPECT_EQ(events_->stalled()[0].second, absl::Seconds(3));
   EXPECT_TRUE(done().empty());
 }
 
@@ -189,7 +119,8 @@ TEST_F(StreamFaultsTest, ConnectThatHangsIsGivenUpAtTheOpenTimeout) {
 
 TEST_F(StreamFaultsTest, RecoveryWakesAStreamWaitingOutItsBackoff) {
   options_.recovery_jitter = absl::Milliseconds(20);
-  for (int i = 0; i < 8; ++i) transport_->Expect(Transport::Script().ConnectFails());
+  for (int i = 0; i < 8; ++i)
+    transport_->Expect(Transport::Script().ConnectFails());
   auto stream = Start();
   // Let the backoff grow while the dependency is down.
   while (transport_->attempt_count() < 8 && clock_->AdvanceToNextTimer()) {
@@ -266,4 +197,5 @@ TEST_F(StreamFaultsTest, ExtremeDurationsDoNotOverflowTheTimers) {
 }
 
 }  // namespace
+}  // namespace stream_test
 }  // namespace tether

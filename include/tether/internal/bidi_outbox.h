@@ -22,12 +22,20 @@
 namespace tether {
 namespace internal {
 
-// The request a bidi stream's core hands each attempt: where it resumes.
+// The request a bidi stream's core hands each attempt: where it resumes, and
+// the open requests built from there. The core's resume step (`Take`) calls
+// the app's `open_requests`, so what that throws ends the stream as any
+// other throwing callback does (INTERNAL naming it).
+template <class Request>
 struct BidiOpen {
+  using OpenFn = std::function<std::vector<Request>(const ResumeState&)>;
+  std::shared_ptr<const OpenFn> open_requests;
   ResumeState state;
-  // The stream's resume step: the state goes into the open request as it is.
+  std::vector<Request> opens;
+
   static void Take(BidiOpen& open, const ResumeState& state) {
     open.state = state;
+    open.opens = (*open.open_requests)(state);
   }
 };
 
@@ -35,6 +43,10 @@ struct BidiOpen {
 // the app's `acknowledges`) or, without `acknowledges`, until gRPC has
 // written them. The newest attempt is the writer: it writes its open
 // requests, then every entry, then new ones; its responses acknowledge.
+// "Newest" is the order in which the stream started its attempts (`Attach`'s
+// `order`), not the order in which they attach: an attempt cancelled before
+// its start ran may attach after the one that replaced it, and never takes
+// the writes from it.
 // Older attempts (a migration's fallback) finish the write in flight and
 // write nothing more; their responses acknowledge nothing (the writer
 // replays what they had written, and acknowledges it).
@@ -65,8 +77,7 @@ class BidiOutbox {
             "tether: Write after the bidi stream ended");
       }
       if (writes_done_) {
-        return absl::FailedPreconditionError(
-            "tether: Write after WritesDone");
+        return absl::FailedPreconditionError("tether: Write after WritesDone");
       }
       if (entries_.size() >= max_) {
         want_writable_ = true;
@@ -74,17 +85,24 @@ class BidiOutbox {
             "tether: the outbox holds max_outbox (", max_,
             ") unacknowledged writes; write again after on_writable"));
       }
-      entries_.push_back(
-          Entry{next_id_++, std::make_shared<const Request>(std::move(request))});
+      entries_.push_back(Entry{
+          next_id_++, std::make_shared<const Request>(std::move(request))});
       wake = writer_wake_;
     }
     if (wake) wake();
     return absl::OkStatus();
   }
 
+  // Runs at once (on this thread) when a refused `Write` would now succeed:
+  // the room may have come back before the app asked to be told.
   void SetOnWritable(std::function<void()> on_writable) {
-    MutexLock lock(&mu_);
-    on_writable_ = std::move(on_writable);
+    std::function<void()> writable;
+    {
+      MutexLock lock(&mu_);
+      on_writable_ = std::move(on_writable);
+      writable = TakeWritableLocked();
+    }
+    RunWritable(writable);
   }
 
   void WritesDone() {
@@ -134,12 +152,18 @@ class BidiOutbox {
         return Next::kWrite;
       }
       if (b.writer_ != token_) return Next::kNothing;
+      // Without acknowledgements a write goes out once: an older attempt's
+      // write in flight is done or failed before the writer goes on.
+      if (!b.acknowledges_ && b.entry_writes_in_flight_ > 0) {
+        return Next::kNothing;
+      }
       for (const Entry& e : b.entries_) {
         if (e.id >= next_id_) {
           *out = e.request;
           next_id_ = e.id + 1;
           in_flight_ = true;
           in_flight_id_ = e.id;
+          ++b.entry_writes_in_flight_;
           return Next::kWrite;
         }
       }
@@ -153,21 +177,23 @@ class BidiOutbox {
     void Written(bool ok) override {
       BidiOutbox& b = *box_;
       std::function<void()> writable;
+      std::function<void()> wake;
       {
         MutexLock lock(&b.mu_);
-        in_flight_ = false;
+        if (!in_flight_) return;  // closed meanwhile
+        wake = EndWriteLocked(b);
         if (!ok) {
           closed_ = true;
-          return;
-        }
-        if (!b.acknowledges_ && in_flight_id_ != 0) {
+        } else if (!b.acknowledges_ && in_flight_id_ != 0) {
           // Without acknowledgements a write is done once written.
-          while (!b.entries_.empty() && b.entries_.front().id <= in_flight_id_) {
+          while (!b.entries_.empty() &&
+                 b.entries_.front().id <= in_flight_id_) {
             b.entries_.pop_front();
           }
           writable = b.TakeWritableLocked();
         }
       }
+      if (wake) wake();
       b.RunWritable(writable);
     }
 
@@ -212,15 +238,31 @@ class BidiOutbox {
     // The attempt ended: it writes nothing more.
     void Close() {
       BidiOutbox& b = *box_;
-      MutexLock lock(&b.mu_);
-      closed_ = true;
-      if (b.writer_ == token_) {
-        b.writer_ = 0;
-        b.writer_wake_ = nullptr;
+      std::function<void()> wake;
+      {
+        MutexLock lock(&b.mu_);
+        closed_ = true;
+        if (in_flight_) wake = EndWriteLocked(b);
+        if (b.writer_ == token_) {
+          b.writer_ = 0;
+          b.writer_wake_ = nullptr;
+        }
       }
+      if (wake) wake();
     }
 
    private:
+    // This attempt's write is no longer in flight. Returns the writer's
+    // wake-up when that write was an app write on another attempt (the
+    // writer waits for it).
+    std::function<void()> EndWriteLocked(BidiOutbox& b)
+        ABSL_EXCLUSIVE_LOCKS_REQUIRED(b.mu_) {
+      in_flight_ = false;
+      if (in_flight_id_ == 0) return nullptr;
+      --b.entry_writes_in_flight_;
+      return b.writer_ != token_ ? b.writer_wake_ : nullptr;
+    }
+
     const std::shared_ptr<BidiOutbox> box_;
     const std::uint64_t token_;
     // Guarded by box_->mu_ (not expressible as an annotation here).
@@ -233,15 +275,21 @@ class BidiOutbox {
     bool closed_ = false;
   };
 
-  // A new attempt becomes the writer: it writes `opens`, then every entry.
+  // A new attempt writes `opens`; it becomes the writer (then writes every
+  // entry) unless an attempt started after it (a greater `order`) attached
+  // first.
   static std::shared_ptr<Writes> Attach(const std::shared_ptr<BidiOutbox>& box,
+                                        std::uint64_t order,
                                         std::vector<Request> opens) {
     std::uint64_t token = 0;
     {
       MutexLock lock(&box->mu_);
       token = ++box->tokens_;
-      box->writer_ = token;
-      box->writer_wake_ = nullptr;
+      if (order >= box->writer_order_) {
+        box->writer_ = token;
+        box->writer_order_ = order;
+        box->writer_wake_ = nullptr;
+      }
     }
     return std::make_shared<Writes>(box, token, std::move(opens));
   }
@@ -252,7 +300,8 @@ class BidiOutbox {
     std::shared_ptr<const Request> request;
   };
 
-  std::function<void()> TakeWritableLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  std::function<void()> TakeWritableLocked()
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (!want_writable_ || ended_ || entries_.size() >= max_ || !on_writable_) {
       return nullptr;
     }
@@ -274,6 +323,11 @@ class BidiOutbox {
   std::uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
   std::uint64_t tokens_ ABSL_GUARDED_BY(mu_) = 0;
   std::uint64_t writer_ ABSL_GUARDED_BY(mu_) = 0;
+  // The start order of the newest attempt that attached (it stays when that
+  // attempt ends: an older one never becomes the writer again).
+  std::uint64_t writer_order_ ABSL_GUARDED_BY(mu_) = 0;
+  // App writes taken by some attempt and not yet written or failed.
+  int entry_writes_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   std::function<void()> writer_wake_ ABSL_GUARDED_BY(mu_);
   bool writes_done_ ABSL_GUARDED_BY(mu_) = false;
   bool ended_ ABSL_GUARDED_BY(mu_) = false;
@@ -283,62 +337,37 @@ class BidiOutbox {
 };
 
 // Runs bidi attempts under the stream core (whose per-attempt "request" is a
-// `BidiOpen`): builds the open requests, makes the attempt the outbox's
-// writer, and lets its responses acknowledge writes before the core sees
-// them.
+// `BidiOpen`): attaches each attempt to the outbox in the order the stream
+// started them, and lets its responses acknowledge writes before the core
+// sees them.
 template <class Request, class Response>
-class BidiCoreFactory final : public AttemptFactory<BidiOpen, Response> {
+class BidiCoreFactory final
+    : public AttemptFactory<BidiOpen<Request>, Response> {
  public:
-  using OpenFn = std::function<std::vector<Request>(const ResumeState&)>;
   using Box = BidiOutbox<Request, Response>;
 
   BidiCoreFactory(std::shared_ptr<BidiAttemptFactory<Request, Response>> inner,
-                  OpenFn open_requests, std::shared_ptr<Box> box)
-      : inner_(std::move(inner)),
-        open_requests_(std::move(open_requests)),
-        box_(std::move(box)) {}
+                  std::shared_ptr<Box> box)
+      : inner_(std::move(inner)), box_(std::move(box)) {}
 
   std::shared_ptr<Attempt> Start(
-      const ConnectionPick& connection, const BidiOpen& open,
+      const ConnectionPick& connection, const BidiOpen<Request>& open,
       std::shared_ptr<AttemptListener<Response>> listener) override {
     return StartAttempt(connection, AttemptInfo(), open, std::move(listener));
   }
 
   std::shared_ptr<Attempt> StartAttempt(
       const ConnectionPick& connection, const AttemptInfo& info,
-      const BidiOpen& open,
+      const BidiOpen<Request>& open,
       std::shared_ptr<AttemptListener<Response>> listener) override {
-    std::vector<Request> opens;
-    absl::Status threw;
-    if (open_requests_) {
-      try {
-        opens = open_requests_(open.state);
-      } catch (const std::exception& e) {
-        threw = absl::InvalidArgumentError(
-            absl::StrCat("tether: open_requests threw: ", e.what()));
-      } catch (...) {
-        threw = absl::InvalidArgumentError(
-            "tether: open_requests threw a non-standard exception");
-      }
-    }
-    if (!threw.ok()) {
-      listener->OnDone(threw);  // INVALID_ARGUMENT: permanent, ends the stream
-      return std::make_shared<NoAttempt>();
-    }
     std::shared_ptr<typename Box::Writes> writes =
-        Box::Attach(box_, std::move(opens));
+        Box::Attach(box_, info.attempt, open.opens);
     auto wrapped = std::make_shared<Listener>(writes, std::move(listener));
     return inner_->StartAttempt(connection, info, open.state, writes,
                                 std::move(wrapped));
   }
 
  private:
-  class NoAttempt final : public Attempt {
-   public:
-    void Resume() override {}
-    void Cancel() override {}
-  };
-
   class Listener final : public AttemptListener<Response> {
    public:
     Listener(std::shared_ptr<typename Box::Writes> writes,
@@ -349,8 +378,13 @@ class BidiCoreFactory final : public AttemptFactory<BidiOpen, Response> {
       return core_->OnMessage(std::move(response));
     }
     void OnDone(const absl::Status& status) override {
+      OnEnd(status, Metadata());
+    }
+    // The trailers go on to the core: its end decision reads them
+    // (grpc-retry-pushback-ms, the classifier's AttemptEnd).
+    void OnEnd(const absl::Status& status, const Metadata& trailers) override {
       writes_->Close();
-      core_->OnDone(status);
+      core_->OnEnd(status, trailers);
     }
 
    private:
@@ -359,7 +393,6 @@ class BidiCoreFactory final : public AttemptFactory<BidiOpen, Response> {
   };
 
   const std::shared_ptr<BidiAttemptFactory<Request, Response>> inner_;
-  const OpenFn open_requests_;
   const std::shared_ptr<Box> box_;
 };
 

@@ -4,6 +4,7 @@
 #define TETHER_INTERNAL_DEFERRED_H_
 
 #include <cstddef>
+#include <exception>
 #include <functional>
 #include <utility>
 #include <vector>
@@ -26,8 +27,11 @@ namespace internal {
 //   later.Run();  // or let the destructor run it
 //
 // Calls run in the order they were added, each once. A call may add more
-// calls to the same `Deferred`; they run in the same `Run`. Not thread-safe:
-// one `Deferred` belongs to one thread, usually as a local variable.
+// calls to the same `Deferred`; they run in the same `Run`. A call that
+// throws does not keep the ones after it from running: `Run` rethrows the
+// first exception once every call has run, and the destructor drops it (an
+// exception leaving a destructor would end the process). Not thread-safe: one
+// `Deferred` belongs to one thread, usually as a local variable.
 class Deferred {
  public:
   Deferred() = default;
@@ -36,21 +40,34 @@ class Deferred {
   Deferred(Deferred&&) = default;
   Deferred& operator=(Deferred&&) = default;
   // Runs what is still queued (an early return must not lose work).
-  ~Deferred() { Run(); }
+  ~Deferred() {
+    try {
+      Run();
+    } catch (...) {
+      // Every call has run; there is no one to tell.
+    }
+  }
 
   void Add(std::function<void()> call) { calls_.push_back(std::move(call)); }
 
   bool empty() const { return next_ >= calls_.size(); }
 
-  // Runs every queued call, including the ones added while running.
+  // Runs every queued call, including the ones added while running; then
+  // rethrows the first exception a call threw, if any.
   void Run() {
+    std::exception_ptr first;
     while (next_ < calls_.size()) {
       std::function<void()> call = std::move(calls_[next_]);
       ++next_;
-      call();
+      try {
+        call();
+      } catch (...) {
+        if (!first) first = std::current_exception();
+      }
     }
     calls_.clear();
     next_ = 0;
+    if (first) std::rethrow_exception(first);
   }
 
  private:

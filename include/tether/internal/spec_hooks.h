@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/types/optional.h"
 #include "tether/internal/stream_core.h"
 #include "tether/position.h"
 
@@ -58,6 +59,20 @@ absl::Status CheckPositionFields(const PositionFields& f, const char* what);
 template <class Spec>
 absl::Status CheckPositionFields(const Spec& spec, const char* what) {
   return CheckPositionFields(PositionFieldsOf(spec), what);
+}
+
+// INVALID_ARGUMENT when the spec gives a position to start after
+// (`initial`, its field named `field`) but no integer positions to compare
+// it with (sequence_of or position_of).
+absl::Status CheckInitialPosition(const PositionFields& f, bool initial,
+                                  const char* what, const char* field);
+
+template <class Spec>
+absl::Status CheckInitialPosition(const Spec& spec,
+                                  const absl::optional<std::uint64_t>& initial,
+                                  const char* what, const char* field) {
+  return CheckInitialPosition(PositionFieldsOf(spec), initial.has_value(), what,
+                              field);
 }
 
 // Server streams: the resume hooks (resume_after / resume_from_cursor) go

@@ -64,6 +64,7 @@ struct StreamHooks {
   // also without a position) when `resume_always`.
   bool resume = false;
   bool resume_always = false;
+  const char* resume_name = "resume_after";  // for error messages
   absl::optional<std::uint64_t> initial_position;
 
   // What few streams use lives behind one pointer, allocated only when one

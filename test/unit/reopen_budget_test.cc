@@ -1,0 +1,131 @@
+// Copyright 2026 The tether Authors. Licensed under the Apache License 2.0.
+// ReopenBudget on its own: delays, the two bounds, progress, refusals.
+#include "tether/internal/reopen_budget.h"
+
+#include <memory>
+#include <string>
+
+#include "absl/random/random.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tether/backoff.h"
+
+namespace tether {
+namespace internal {
+namespace {
+
+using ::testing::HasSubstr;
+
+// A backoff that waits 1 s, 2 s, 3 s, ... and counts its resets.
+class CountingBackoff final : public BackoffPolicy {
+ public:
+  explicit CountingBackoff(int* resets) : resets_(resets) {}
+  std::unique_ptr<BackoffPolicy> Clone() const override {
+    return std::make_unique<CountingBackoff>(resets_);
+  }
+  absl::Duration OnFailure(absl::BitGenRef) override {
+    return absl::Seconds(++n_);
+  }
+  void Reset() override {
+    n_ = 0;
+    ++*resets_;
+  }
+
+ private:
+  int* const resets_;
+  int n_ = 0;
+};
+
+class ReopenBudgetTest : public ::testing::Test {
+ protected:
+  ReopenBudget Make(int max_attempts, absl::Duration max_time) {
+    return ReopenBudget(
+        std::make_unique<CountingBackoff>(&resets_),
+        ReopenBudget::Limits{max_attempts, max_time, absl::ZeroDuration()});
+  }
+  const absl::Time t0_ = absl::UnixEpoch();
+  const absl::Status last_ = absl::UnavailableError("down");
+  absl::BitGen gen_;
+  int resets_ = 0;
+};
+
+TEST_F(ReopenBudgetTest, FailuresFollowTheBackoffUntilTheAttemptBound) {
+  ReopenBudget b = Make(3, absl::InfiniteDuration());
+  EXPECT_FALSE(b.failing());
+  EXPECT_EQ(*b.OnFailure(t0_, t0_, last_, gen_), absl::Seconds(1));
+  EXPECT_TRUE(b.failing());
+  EXPECT_EQ(b.failing_since(), t0_);
+  EXPECT_EQ(*b.OnFailure(t0_ + absl::Seconds(1), t0_, last_, gen_),
+            absl::Seconds(2));
+  absl::StatusOr<absl::Duration> third =
+      b.OnFailure(t0_ + absl::Seconds(3), t0_, last_, gen_);
+  ASSERT_FALSE(third.ok());
+  EXPECT_EQ(third.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(third.status().message()),
+              HasSubstr("down (tether: gave up after 3 attempts"));
+}
+
+TEST_F(ReopenBudgetTest, TheTimeBoundCapsTheDelayAndEnds) {
+  ReopenBudget b = Make(100, absl::Seconds(4));
+  EXPECT_EQ(*b.OnFailure(t0_, t0_, last_, gen_), absl::Seconds(1));
+  EXPECT_EQ(*b.OnFailure(t0_ + absl::Seconds(1), t0_, last_, gen_),
+            absl::Seconds(2));
+  // 3 s would pass the bound at 4 s: capped at what is left.
+  EXPECT_EQ(*b.OnFailure(t0_ + absl::Seconds(3), t0_, last_, gen_),
+            absl::Seconds(1));
+  EXPECT_FALSE(b.OnFailure(t0_ + absl::Seconds(4), t0_, last_, gen_).ok());
+}
+
+TEST_F(ReopenBudgetTest, ProgressEndsTheFailingPeriodAndResetsTheBackoff) {
+  ReopenBudget b = Make(2, absl::InfiniteDuration());
+  ASSERT_TRUE(b.OnFailure(t0_, t0_, last_, gen_).ok());
+  b.OnProgress();
+  EXPECT_FALSE(b.failing());
+  EXPECT_EQ(resets_, 1);
+  EXPECT_EQ(b.failed_attempts(), 0);
+  // A new failing period: one attempt again before the bound of 2.
+  EXPECT_EQ(
+      *b.OnFailure(t0_ + absl::Hours(1), t0_ + absl::Hours(1), last_, gen_),
+      absl::Seconds(1));
+  b.OnProgress();
+  b.OnProgress();  // the backoff was not used since: no second reset
+  EXPECT_EQ(resets_, 2);
+}
+
+TEST_F(ReopenBudgetTest, RefusalsSpendOnlyTime) {
+  ReopenBudget b = Make(1, absl::Seconds(10));
+  EXPECT_EQ(*b.OnRefused(t0_, absl::Seconds(3), last_), absl::Seconds(3));
+  EXPECT_EQ(*b.OnRefused(t0_ + absl::Seconds(8), absl::Seconds(3), last_),
+            absl::Seconds(2));
+  absl::StatusOr<absl::Duration> end =
+      b.OnRefused(t0_ + absl::Seconds(10), absl::Seconds(3), last_);
+  ASSERT_FALSE(end.ok());
+  EXPECT_THAT(std::string(end.status().message()),
+              HasSubstr("gave up after 10s without progress"));
+}
+
+TEST_F(ReopenBudgetTest, GaveUpWithKeepsTheCodeExceptOk) {
+  EXPECT_EQ(ReopenBudget::GaveUpWith(absl::OkStatus(), "x").code(),
+            absl::StatusCode::kUnavailable);
+  absl::Status s =
+      ReopenBudget::GaveUpWith(absl::NotFoundError("gone"), "3 resyncs");
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(s.message(), "gone (tether: gave up after 3 resyncs)");
+}
+
+TEST_F(ReopenBudgetTest, AfterProgressIsWithinTheJitter) {
+  ReopenBudget none = Make(1, absl::Seconds(1));
+  EXPECT_EQ(none.AfterProgress(gen_), absl::ZeroDuration());
+  ReopenBudget b(
+      std::make_unique<CountingBackoff>(&resets_),
+      ReopenBudget::Limits{1, absl::Seconds(1), absl::Milliseconds(5)});
+  for (int i = 0; i < 100; ++i) {
+    const absl::Duration d = b.AfterProgress(gen_);
+    EXPECT_GE(d, absl::ZeroDuration());
+    EXPECT_LT(d, absl::Milliseconds(5));
+  }
+}
+
+}  // namespace
+}  // namespace internal
+}  // namespace tether

@@ -42,6 +42,8 @@ TETHER_APT_PACKAGES=(
   curl
   etcd-server
   etcd-client
+  dnsmasq-base
+  libc-ares-dev
 )
 
 # Only for scripts/test --fuzz: clang and libFuzzer. The normal build (gcc)

@@ -66,9 +66,10 @@ absl::Status ValidateEndpoints(const std::vector<Endpoint>& endpoints);
 //
 //   class MySource final : public tether::EndpointSource {
 //    public:
-//     void Start(std::shared_ptr<Sink> sink) override { sink_ = sink; ... }
-//     void Stop() override { ... stop your watch, then sink_.reset() ... }
+//     void Start(std::shared_ptr<Sink> sink) override { sink_ = sink; }
+//     void Stop() override { sink_.reset(); }
 //     // on each update from discovery: sink_->OnEndpoints(list);
+//     ...
 //   };
 class EndpointSource {
  public:

@@ -58,9 +58,12 @@ absl::Status ValidateEndpoints(const std::vector<Endpoint>& endpoints);
 // Thread safety: `Start`, `Refresh` and `Stop` are called by the pool with
 // no pool lock held, `Refresh` from any thread and concurrently with
 // anything but `Stop`. The source calls its sink from any thread, one call
-// at a time, never while holding a lock that `Refresh` takes (the sink may
-// call `Refresh` inline). After `Stop` returns the sink is never called
-// again.
+// at a time, never while holding a lock that `Refresh` or `Stop` takes (the
+// sink may call `Refresh` inline, and the streams it moves may drop the
+// last reference to the pool, whose destructor calls `Stop`). `Stop` must
+// therefore not wait for a sink call in progress when called from inside
+// one, or from a thread that one waits for; sink calls that come after
+// `Stop` are ignored by the pool.
 //
 // Example: a source fed by your own discovery.
 //
@@ -95,9 +98,8 @@ class EndpointSource {
   // A hint that the set may be stale: look again soon. A source rate-limits
   // these itself. Default: nothing.
   virtual void Refresh() {}
-  // Stops delivering and releases the sink; returns once no sink call is in
-  // progress, except when called from inside a sink call (then the source
-  // finishes on its own, without calling the sink again).
+  // Stops delivering and releases the sink (see the class comment on sink
+  // calls in progress).
   virtual void Stop() = 0;
 };
 

@@ -64,8 +64,10 @@ absl::Status Validate(const ResolverOptions& options);
 // INVALID_ARGUMENT ("ResolvedEndpoints target must ...") for a target of
 // another form, or invalid `options`.
 //
-// Lookups run on a thread of the source's own, started by `Start` and
-// joined by `Stop`.
+// Lookups run on a thread of the source's own, started by `Start`. `Stop`
+// (the pool's destructor) waits for a lookup in progress, at most
+// `query_timeout`, except from that thread or a thread it waits for (then
+// the thread ends on its own and calls the sink no more).
 absl::StatusOr<std::shared_ptr<EndpointSource>> ResolvedEndpoints(
     absl::string_view target, ResolverOptions options = {});
 

@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "connections/dns_lookup.h"
+#include "connections/pool_core.h"
 #include "connections/resolve_schedule.h"
 #include "tether/endpoints.h"
 #include "tether/internal/mutex.h"
@@ -126,7 +127,10 @@ class DnsSource final : public EndpointSource,
       if (timer_ != 0) clock_->Cancel(timer_);
       timer_ = 0;
       wake_.Signal();
-      on_loop = std::this_thread::get_id() == loop_thread_;
+      // The loop thread (a sink call dropped the pool), or a helper it
+      // waits for (TellDraining's): joining would wait for ourselves.
+      on_loop = std::this_thread::get_id() == loop_thread_ ||
+                internal::OnDrainHelperThread();
       if (!started_) return;
     }
     if (on_loop) {

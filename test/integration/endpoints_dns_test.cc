@@ -37,6 +37,12 @@ using ::testing::HasSubstr;
 
 constexpr absl::Duration kWait = absl::Seconds(30);
 
+std::vector<Endpoint> Eps(std::vector<std::string> addresses) {
+  std::vector<Endpoint> out;
+  for (std::string& a : addresses) out.push_back({std::move(a), ""});
+  return out;
+}
+
 // Fast enough for a test: a record change is seen within 300 ms.
 ResolverOptions FastResolver() {
   ResolverOptions o;
@@ -158,6 +164,31 @@ bool WaitForEndpoints(
     absl::SleepFor(absl::Milliseconds(5));  // polling a snapshot, not a fix
   }
   return true;
+}
+
+// A real pool (gRPC threads: not a unit test under TSan), with nothing
+// listening on its endpoints.
+TEST(ConnectionPoolEndpointsTest, OptionsAndSetEndpointsValidate) {
+  ConnectionPoolOptions o;
+  o.addresses = {"127.0.0.1:1", "ipv4:127.0.0.1:1"};
+  EXPECT_THAT(std::string(Validate(o).message()), HasSubstr("twice"));
+  o.addresses = {"127.0.0.1:1"};
+  o.endpoints = *FixedEndpoints(Eps({"127.0.0.2:1"}));
+  EXPECT_THAT(std::string(Validate(o).message()), HasSubstr("exactly one"));
+  o.addresses.clear();
+  auto pool = ConnectionPool::Create(o);
+  ASSERT_TRUE(pool.ok()) << pool.status();
+  ASSERT_EQ((*pool)->Endpoints().size(), 1u);
+  EXPECT_EQ((*pool)->Endpoints()[0].address, "127.0.0.2:1");
+  // A bad set changes nothing.
+  EXPECT_EQ((*pool)->SetEndpoints({}).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*pool)->SetEndpoints(Eps({"127.0.0.3:1", "nope"})).code(),
+            absl::StatusCode::kInvalidArgument);
+  ASSERT_EQ((*pool)->Endpoints().size(), 1u);
+  EXPECT_EQ((*pool)->Endpoints()[0].address, "127.0.0.2:1");
+  EXPECT_TRUE((*pool)->SetEndpoints(Eps({"127.0.0.3:1", "[::1]:1"})).ok());
+  EXPECT_EQ((*pool)->Stats().endpoints, 2u);
 }
 
 TEST(ResolvedEndpointsDnsTest, FollowsRecordsAndKeepsTheLastSetOnErrors) {

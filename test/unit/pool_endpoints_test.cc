@@ -108,29 +108,6 @@ TEST(ValidateEndpointsTest, SizesDuplicatesAndAuthorities) {
   EXPECT_TRUE(FixedEndpoints(Eps({"10.0.0.1:1"})).ok());
 }
 
-TEST(ConnectionPoolEndpointsTest, OptionsAndSetEndpointsValidate) {
-  ConnectionPoolOptions o;
-  o.addresses = {"127.0.0.1:1", "ipv4:127.0.0.1:1"};
-  EXPECT_THAT(std::string(Validate(o).message()), HasSubstr("twice"));
-  o.addresses = {"127.0.0.1:1"};
-  o.endpoints = *FixedEndpoints(Eps({"127.0.0.2:1"}));
-  EXPECT_THAT(std::string(Validate(o).message()), HasSubstr("exactly one"));
-  o.addresses.clear();
-  auto pool = ConnectionPool::Create(o);
-  ASSERT_TRUE(pool.ok()) << pool.status();
-  ASSERT_EQ((*pool)->Endpoints().size(), 1u);
-  EXPECT_EQ((*pool)->Endpoints()[0].address, "127.0.0.2:1");
-  // A bad set changes nothing.
-  EXPECT_EQ((*pool)->SetEndpoints({}).code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ((*pool)->SetEndpoints(Eps({"127.0.0.3:1", "nope"})).code(),
-            absl::StatusCode::kInvalidArgument);
-  ASSERT_EQ((*pool)->Endpoints().size(), 1u);
-  EXPECT_EQ((*pool)->Endpoints()[0].address, "127.0.0.2:1");
-  EXPECT_TRUE((*pool)->SetEndpoints(Eps({"127.0.0.3:1", "[::1]:1"})).ok());
-  EXPECT_EQ((*pool)->Stats().endpoints, 2u);
-}
-
 class EndpointsTest : public PoolCoreTest {
  protected:
   void MakeWith(std::vector<std::string> addresses) {

@@ -46,6 +46,8 @@ TETHER_APT_PACKAGES=(
   nginx-light
   haproxy
   doxygen
+  dnsmasq-base
+  libc-ares-dev
 )
 
 # Only for scripts/test --fuzz: clang and libFuzzer. The normal build (gcc)

@@ -6,7 +6,6 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdlib.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
@@ -28,6 +27,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "support/child_process.h"
 
 namespace tether {
 namespace examples {
@@ -50,49 +50,6 @@ std::string FindEtcd(const std::string& configured) {
     }
   }
   return "/usr/bin/etcd";
-}
-
-// Reserves `n` distinct free loopback ports (bound together, then released,
-// so they differ from each other; another process could still take one
-// before etcd binds it, which fails the start loudly).
-absl::StatusOr<std::vector<int>> FreePorts(int n) {
-  std::vector<int> fds;
-  std::vector<int> ports;
-  absl::Status status;
-  for (int i = 0; i < n; ++i) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0) {
-      status = absl::InternalError(absl::StrCat("socket: ", strerror(errno)));
-      break;
-    }
-    fds.push_back(fd);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    addr.sin_port = 0;
-    socklen_t len = sizeof(addr);
-    if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-        getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-      status = absl::InternalError(absl::StrCat("bind: ", strerror(errno)));
-      break;
-    }
-    ports.push_back(ntohs(addr.sin_port));
-  }
-  for (int fd : fds) close(fd);
-  if (!status.ok()) return status;
-  return ports;
-}
-
-// Waits up to `timeout` for `pid` to exit; true if it did (and was reaped).
-bool WaitExit(pid_t pid, absl::Duration timeout) {
-  absl::Time deadline = absl::Now() + timeout;
-  while (true) {
-    int st = 0;
-    pid_t r = waitpid(pid, &st, WNOHANG);
-    if (r == pid || (r < 0 && errno == ECHILD)) return true;
-    if (absl::Now() >= deadline) return false;
-    absl::SleepFor(absl::Milliseconds(5));
-  }
 }
 
 // GET http://127.0.0.1:port/path; the body, or an error.
@@ -186,7 +143,8 @@ absl::StatusOr<std::unique_ptr<EtcdCluster>> EtcdCluster::Start(
                                               ": ", ec.message()));
     }
   }
-  absl::StatusOr<std::vector<int>> ports = FreePorts(2 * options.members);
+  absl::StatusOr<std::vector<int>> ports =
+      support::FreeLoopbackPorts(2 * options.members);
   if (!ports.ok()) return ports.status();
   std::vector<std::string> peers;
   for (int i = 0; i < options.members; ++i) {
@@ -217,13 +175,7 @@ absl::StatusOr<std::unique_ptr<EtcdCluster>> EtcdCluster::Start(
 }
 
 EtcdCluster::~EtcdCluster() {
-  for (Member& m : members_) {
-    if (m.pid > 0) {
-      kill(m.pid, SIGKILL);
-      waitpid(m.pid, nullptr, 0);
-      m.pid = -1;
-    }
-  }
+  for (Member& m : members_) (void)m.process->Stop(SIGKILL, absl::Seconds(10));
   client_.reset();
   if (remove_base_dir_ && !base_dir_.empty()) {
     std::error_code ec;
@@ -247,7 +199,9 @@ std::string EtcdCluster::endpoints() const {
 
 absl::Status EtcdCluster::Spawn(int i) {
   Member& m = members_[i];
-  if (m.pid > 0) return absl::FailedPreconditionError("already running");
+  if (m.process->running()) {
+    return absl::FailedPreconditionError("already running");
+  }
   std::string client_url = absl::StrCat("http://127.0.0.1:", m.client_port);
   std::string peer_url = absl::StrCat("http://127.0.0.1:", m.peer_port);
   std::vector<std::string> args = {
@@ -267,56 +221,14 @@ absl::Status EtcdCluster::Spawn(int i) {
       absl::StrCat(absl::ToInt64Milliseconds(
                        options_.progress_notify_interval), "ms"),
   };
-  // Everything the child needs is prepared before fork (only async-signal-
-  // safe calls after it).
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  int log_fd = open(m.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND |
-                                            O_CLOEXEC, 0644);
-  if (log_fd < 0) {
-    return absl::InternalError(
-        absl::StrCat("open ", m.log_path, ": ", strerror(errno)));
-  }
-  int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
-  pid_t parent = getpid();
-  pid_t pid = fork();
-  if (pid < 0) {
-    close(log_fd);
-    if (devnull >= 0) close(devnull);
-    return absl::InternalError(absl::StrCat("fork: ", strerror(errno)));
-  }
-  if (pid == 0) {
-    // Dies with the thread that started it (tests and benchmarks start
-    // members from their main thread).
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(127);
-    if (devnull >= 0) dup2(devnull, 0);
-    dup2(log_fd, 1);
-    dup2(log_fd, 2);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  close(log_fd);
-  if (devnull >= 0) close(devnull);
-  m.pid = pid;
-  return absl::OkStatus();
+  return m.process->Spawn(std::move(args), m.log_path);
 }
 
 absl::Status EtcdCluster::Stop(int i, int signal, absl::Duration timeout) {
   Member& m = members_[i];
-  if (m.pid <= 0) return absl::OkStatus();
-  kill(m.pid, signal);
-  bool exited = WaitExit(m.pid, timeout);
-  if (!exited) {
-    kill(m.pid, SIGKILL);
-    waitpid(m.pid, nullptr, 0);
-  }
-  m.pid = -1;
-  if (!exited) {
-    return absl::DeadlineExceededError(absl::StrCat(
-        m.name, " did not exit within ", absl::FormatDuration(timeout),
-        " of signal ", signal, "; killed"));
+  absl::Status s = m.process->Stop(signal, timeout);
+  if (!s.ok()) {
+    return absl::Status(s.code(), absl::StrCat(m.name, ": ", s.message()));
   }
   return absl::OkStatus();
 }
@@ -356,13 +268,10 @@ absl::Status EtcdCluster::WaitServingUntil(absl::Time deadline) {
     last = absl::OkStatus();
     std::set<std::uint64_t> leaders;
     for (int i = 0; i < size() && last.ok(); ++i) {
-      if (members_[i].pid <= 0) continue;
-      int st = 0;
-      if (waitpid(members_[i].pid, &st, WNOHANG) == members_[i].pid) {
-        members_[i].pid = -1;
+      if (!members_[i].process->running()) continue;
+      if (members_[i].process->Exited()) {
         return absl::InternalError(absl::StrCat(
-            members_[i].name, " exited (status ", st, ")\n--- log tail ---\n",
-            LogTail(i)));
+            members_[i].name, " exited\n--- log tail ---\n", LogTail(i)));
       }
       auto status = client_->Status(static_cast<std::size_t>(i),
                                     absl::Seconds(1));
@@ -400,7 +309,7 @@ absl::Status EtcdCluster::WaitServingUntil(absl::Time deadline) {
 absl::StatusOr<std::vector<int>> EtcdCluster::MembersWithWatchStreams() {
   std::vector<int> out;
   for (int i = 0; i < size(); ++i) {
-    if (members_[i].pid <= 0) continue;
+    if (!members_[i].process->running()) continue;
     auto body = HttpGet(members_[i].client_port, "/metrics", absl::Seconds(2));
     if (!body.ok()) return body.status();
     bool found = false;

@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "examples/etcd/etcd_client.h"
+#include "support/child_process.h"
 
 namespace tether {
 namespace examples {
@@ -71,8 +72,8 @@ class EtcdCluster {
   std::vector<std::string> client_addresses() const;
   // The addresses joined by commas (for --endpoints).
   std::string endpoints() const;
-  bool running(int i) const { return members_[i].pid > 0; }
-  pid_t pid(int i) const { return members_[i].pid; }
+  bool running(int i) const { return members_[i].process->running(); }
+  pid_t pid(int i) const { return members_[i].process->pid(); }
 
   // Sends `signal` (default SIGTERM) to member `i` and waits up to `timeout`
   // for it to exit (then SIGKILL). OK if it was not running.
@@ -104,7 +105,8 @@ class EtcdCluster {
     int peer_port = 0;
     std::string data_dir;
     std::string log_path;
-    pid_t pid = -1;
+    std::unique_ptr<support::ChildProcess> process =
+        std::make_unique<support::ChildProcess>();
   };
 
   explicit EtcdCluster(EtcdClusterOptions options)

@@ -12,6 +12,10 @@
 // --stall-timeout-ms (tether only): an attempt that delivers nothing for this
 // long is abandoned and the watch reopens elsewhere (a black-holed connection
 // never ends by itself); 0, the default, leaves it off.
+// --target=dns:///NAME:PORT (or dns://DNS_SERVER/NAME:PORT), tether mode:
+// the pool resolves NAME itself and connects to each address on its own,
+// following the records as they change (docs/endpoints.md); naive mode hands
+// the target to gRPC.
 //
 // Its last line is one JSON object: streams, events, duplicates, gaps, lost,
 // bad_events, errors, reopens, dead_attempts, migrations, max_stall_ms.
@@ -31,8 +35,11 @@
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "tether/connection_pool.h"
+#include "tether/resolved_endpoints.h"
 
-ABSL_FLAG(std::string, target, "127.0.0.1:5000", "HOST:PORT of the ledger");
+ABSL_FLAG(std::string, target, "127.0.0.1:5000",
+          "HOST:PORT of the ledger, or dns:///NAME:PORT for one connection "
+          "per address NAME resolves to (tether mode)");
 ABSL_FLAG(int, accounts, 8, "watches to open, one per account (>= 1)");
 ABSL_FLAG(double, duration, 10, "seconds to watch (> 0)");
 ABSL_FLAG(std::string, mode, "tether", "tether | naive");
@@ -76,7 +83,17 @@ int main(int argc, char** argv) {
   std::vector<std::unique_ptr<ex::NaiveWatch>> naive_watches;
   if (mode == "tether") {
     tether::ConnectionPoolOptions po;
-    po.target = target;
+    if (target.rfind("dns:", 0) == 0) {
+      auto source = tether::ResolvedEndpoints(target);
+      if (!source.ok()) {
+        std::fprintf(stderr, "ledger_watch: %s\n",
+                     source.status().ToString().c_str());
+        return 2;
+      }
+      po.endpoints = *std::move(source);
+    } else {
+      po.target = target;
+    }
     po.health_check = true;
     auto p = tether::ConnectionPool::Create(std::move(po));
     if (!p.ok()) {

@@ -16,6 +16,7 @@
 #include "grpcpp/support/client_interceptor.h"
 #include "tether/circuit_breaker.h"
 #include "tether/clock.h"
+#include "tether/endpoints.h"
 #include "tether/transport.h"
 
 namespace tether {
@@ -56,20 +57,40 @@ class ConnectionObserver {
   virtual void OnConnectionRestored(std::uint64_t /*id*/) {}
   // Connection `id` was closed (drained, suspect, idle, or pool destroyed).
   virtual void OnConnectionRetired(std::uint64_t /*id*/) {}
+
+  // Endpoint `address` joined the endpoint set (see `ConnectionPool`,
+  // "Endpoints"); its connection opens next.
+  virtual void OnEndpointAdded(absl::string_view /*address*/) {}
+  // Endpoint `address` was missing from the source's last answer: new picks
+  // avoid it; it leaves if the next answer lacks it too (the flap rule).
+  virtual void OnEndpointMissing(absl::string_view /*address*/) {}
+  // Endpoint `address` left the set: its connections are draining.
+  virtual void OnEndpointRemoved(absl::string_view /*address*/,
+                                 absl::string_view /*why*/) {}
+  // The endpoint source failed (`status`); the pool keeps its last set.
+  virtual void OnEndpointsError(const absl::Status& /*status*/) {}
 };
 
-// How a `ConnectionPool` connects. Fill in exactly one of `target` and
-// `addresses`; every other field has a usable default.
+// How a `ConnectionPool` connects. Fill in exactly one of `target`,
+// `addresses` and `endpoints`; every other field has a usable default.
 struct ConnectionPoolOptions {
   // One gRPC target ("dns:///svc.example:443", "10.0.0.1:5000", a VIP behind
   // a proxy). Every connection of the pool goes to it, so behind a load
   // balancer each new connection may reach another backend. Default empty.
   std::string target;
-  // Alternatively, a list of backend addresses ("127.0.0.1:5001", ...). The
-  // pool keeps at least one connection per address and spreads picks over
-  // READY connections, least-loaded first. Default empty. Entries must be
-  // non-empty and distinct.
+  // Alternatively, a fixed endpoint set: backend addresses
+  // ("127.0.0.1:5001", ...; the forms of `Endpoint::address`). The pool
+  // keeps at least one connection per address and spreads picks over
+  // endpoints, fewest streams first. `SetEndpoints` may replace the set
+  // later. Default empty. At most `kMaxEndpoints` entries, valid and
+  // distinct.
   std::vector<std::string> addresses;
+  // Alternatively, a source of endpoint sets that change (`ResolvedEndpoints`
+  // for "dns:///svc:443", `FixedEndpoints`, or your own discovery). The pool
+  // starts it, follows its answers and stops it when destroyed; one pool per
+  // source. Until the first answer picks fail with UNAVAILABLE. Default
+  // null.
+  std::shared_ptr<EndpointSource> endpoints;
 
   // Channel credentials for every connection: `grpc::SslCredentials(...)`
   // for TLS (with a client key and certificate for mutual TLS). With an
@@ -92,8 +113,8 @@ struct ConnectionPoolOptions {
   // the fields below), so do not set keepalive here. Default empty.
   grpc::ChannelArguments channel_args;
 
-  // At most this many open connections per group (the target counts as one
-  // group, each address as one), draining and suspect ones included. At the
+  // At most this many open connections per endpoint (the target counts as
+  // one), draining and suspect ones included. At the
   // cap a pick reuses the least-loaded usable connection, else the
   // least-loaded suspect one that is still READY; only when there is
   // neither does it fail with UNAVAILABLE "no usable connection". Default 8;
@@ -228,6 +249,17 @@ struct ConnectionPoolStats {
   std::uint64_t restored = 0;      // suspects ever restored after probation
   std::size_t picks = 0;           // picks held over all connections
   std::uint64_t total_opened = 0;  // connections ever opened
+  std::size_t endpoints = 0;       // endpoints in the set (missing included)
+  std::uint64_t endpoint_errors = 0;  // endpoint source errors, ever
+};
+
+// One endpoint's share of a pool (`ConnectionPool::Endpoints`).
+struct EndpointStats {
+  std::string address;          // as the set gave it
+  std::size_t streams = 0;      // picks held on its connections
+  std::size_t connections = 0;  // open connections to it
+  bool missing = false;         // missing from the last answer (flap rule)
+  bool leaving = false;         // out of the set; its connections are draining
 };
 
 // A pool of gRPC connections to one target (or one address list) that knows
@@ -270,6 +302,23 @@ struct ConnectionPoolStats {
 //   to one, every listener registered by `NotifyWhenAvailable` is told once
 //   (then forgotten) and `options.breaker` hears `OnDependencyAvailable`.
 // - Idle: a usable connection with no picks for `idle_timeout` is closed.
+// - Endpoints: the pool connects to a set of endpoints (the target as one,
+//   `addresses`, the answers of `endpoints`, or `SetEndpoints`), each
+//   connection to exactly one endpoint, and keeps a connection to each.
+//   Picks spread over endpoints: among connections of equal rank (READY
+//   first, then connecting), the one whose endpoint holds the fewest picks,
+//   then the one holding the fewest itself; ties go to the oldest. So N
+//   streams over k endpoints differ by at most one per endpoint when they
+//   open while all are READY, and a new endpoint takes every pick that
+//   moves or opens until it has caught up. An endpoint that leaves the set
+//   is draining: its connections are marked draining (listeners told, make
+//   before break, nothing counts against the breaker) and never reopened.
+//   The flap rule, for a source's answers: an endpoint missing from one
+//   answer is only avoided by new picks (`OnEndpointMissing`); it leaves
+//   when the next answer lacks it too, or at once if one of its
+//   connections drains or none is READY. `SetEndpoints` removes at once.
+//   The pool asks its source to look again (`EndpointSource::Refresh`) on
+//   every drain, failed connect and suspect connection.
 //
 // Ids are 1, 2, ... and never reused. Retired connections' ids passed to
 // `Release` or `ReportDrainEnd` are ignored.
@@ -316,11 +365,20 @@ class ConnectionPool final : public ConnectionSource {
 
   ConnectionPoolStats Stats() const;
 
+  // Replaces the endpoint set (see "Endpoints" above): new endpoints are
+  // connected to, endpoints left out are drained at once. A pool with an
+  // `endpoints` source takes the source's next answer over this one.
+  // INVALID_ARGUMENT as `ValidateEndpoints` (the set is then unchanged).
+  absl::Status SetEndpoints(std::vector<Endpoint> endpoints);
+  // The endpoints and their streams, in the order they joined.
+  std::vector<EndpointStats> Endpoints() const;
+
  private:
   ConnectionPool() = default;
 
   std::shared_ptr<internal::GrpcConnectionDriver> driver_;
   std::shared_ptr<internal::PoolCore> core_;
+  std::shared_ptr<EndpointSource> source_;
 };
 
 }  // namespace tether

@@ -53,7 +53,8 @@ enum class LogEvent {
   kStalled,
   kResync,
   kStreamDraining,  // a connection draining (told to a stream or a pool)
-  kConnection,      // pool: opened, ready, suspect, restored, retired
+  kConnection,      // pool: opened, ready, suspect, restored, retired,
+                    // endpoints added, missing, removed, source errors
   kBreakerState,
   kBreakerRejected,
   kCount,  // not an event: the number of kinds
@@ -137,6 +138,11 @@ class LoggingObserver final
                            const absl::Status& status) override;
   void OnConnectionRestored(std::uint64_t id) override;
   void OnConnectionRetired(std::uint64_t id) override;
+  void OnEndpointAdded(absl::string_view address) override;
+  void OnEndpointMissing(absl::string_view address) override;
+  void OnEndpointRemoved(absl::string_view address,
+                         absl::string_view why) override;
+  void OnEndpointsError(const absl::Status& status) override;
 
   // BreakerObserver.
   void OnStateChange(absl::string_view breaker, BreakerState from,

@@ -40,6 +40,8 @@ enum class MetricId {
   kBreakerCalls,               // counter
   kConnections,                // up-down counter
   kConnectionsOpened,          // counter
+  kEndpoints,                  // up-down counter
+  kEndpointErrors,             // counter
 };
 
 enum class MetricKind {
@@ -168,7 +170,9 @@ std::shared_ptr<MetricsStreamObserver> MakeMetricsObserver(
 
 // Records a pool's connections by state (`tether.client.connections`,
 // attribute `tether.state`: connecting, ready, draining, suspect) and the
-// connections opened, per address (`grpc.target`). Set it as
+// connections opened, per address (`grpc.target`); its endpoints in the set
+// (`tether.client.endpoints`) and its endpoint source's errors
+// (`tether.client.endpoint.errors`). Set it as
 // `ConnectionPoolOptions::observer`; one per pool. Thread-safe.
 class MetricsConnectionObserver final : public ConnectionObserver {
  public:
@@ -182,6 +186,10 @@ class MetricsConnectionObserver final : public ConnectionObserver {
                            const absl::Status& status) override;
   void OnConnectionRestored(std::uint64_t id) override;
   void OnConnectionRetired(std::uint64_t id) override;
+  void OnEndpointAdded(absl::string_view address) override;
+  void OnEndpointRemoved(absl::string_view address,
+                         absl::string_view why) override;
+  void OnEndpointsError(const absl::Status& status) override;
 
  private:
   struct Conn {

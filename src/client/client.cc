@@ -65,9 +65,16 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(ClientOptions options) {
   std::unique_ptr<Client> client(new Client());
   client->clock_ = options.clock;
   client->metrics_ = std::move(options.metrics);
-  client->target_label_ = options.pool.target.empty()
-                              ? absl::StrJoin(options.pool.addresses, ",")
-                              : options.pool.target;
+  // The label of the pool's metrics and the breaker's default name: the
+  // target, the address list, or "endpoints" for a pool fed by an
+  // EndpointSource (whose set changes over the client's life).
+  if (!options.pool.target.empty()) {
+    client->target_label_ = options.pool.target;
+  } else if (!options.pool.addresses.empty()) {
+    client->target_label_ = absl::StrJoin(options.pool.addresses, ",");
+  } else if (options.pool.endpoints != nullptr) {
+    client->target_label_ = "endpoints";
+  }
 
   if (options.logging.has_value()) {
     if (!options.logging->clock) options.logging->clock = options.clock;

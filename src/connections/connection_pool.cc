@@ -2,9 +2,9 @@
 #include "tether/connection_pool.h"
 
 #include <climits>
-#include <set>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "connections/grpc_connection_driver.h"
@@ -16,20 +16,58 @@ namespace tether {
 // logic, pool_core.cc) to a `GrpcConnectionDriver` (the gRPC side,
 // grpc_connection_driver.cc).
 
-absl::Status Validate(const ConnectionPoolOptions& o) {
-  if (o.target.empty() == o.addresses.empty()) {
-    return absl::InvalidArgumentError(
-        "connection pool needs exactly one of target and addresses");
-  }
-  std::set<std::string> seen;
-  for (const std::string& a : o.addresses) {
-    if (a.empty()) {
-      return absl::InvalidArgumentError(
-          "connection pool addresses must not contain an empty entry");
+namespace {
+
+std::vector<Endpoint> AsEndpoints(const std::vector<std::string>& addresses) {
+  std::vector<Endpoint> out;
+  out.reserve(addresses.size());
+  for (const std::string& a : addresses) out.push_back({a, ""});
+  return out;
+}
+
+// What a pool's endpoint source talks to: the core, held weakly (the
+// source may outlive the pool by a call in flight).
+class CoreSink final : public EndpointSource::Sink {
+ public:
+  explicit CoreSink(std::weak_ptr<internal::PoolCore> core)
+      : core_(std::move(core)) {}
+  void OnEndpoints(std::vector<Endpoint> endpoints) override {
+    auto core = core_.lock();
+    if (core == nullptr) return;
+    absl::Status s =
+        endpoints.empty()
+            ? absl::NotFoundError("endpoint source answered with no endpoint")
+            : ValidateEndpoints(endpoints);
+    if (!s.ok()) {
+      core->OnEndpointsError(s);
+      return;
     }
-    if (!seen.insert(a).second) {
+    core->SetEndpoints(endpoints, internal::PoolCore::Removal::kConfirmed);
+  }
+  void OnEndpointsError(const absl::Status& status) override {
+    if (auto core = core_.lock()) core->OnEndpointsError(status);
+  }
+
+ private:
+  const std::weak_ptr<internal::PoolCore> core_;
+};
+
+}  // namespace
+
+absl::Status Validate(const ConnectionPoolOptions& o) {
+  const int sources = (o.target.empty() ? 0 : 1) +
+                      (o.addresses.empty() ? 0 : 1) +
+                      (o.endpoints == nullptr ? 0 : 1);
+  if (sources != 1) {
+    return absl::InvalidArgumentError(
+        "connection pool needs exactly one of target, addresses and "
+        "endpoints");
+  }
+  if (!o.addresses.empty()) {
+    absl::Status s = ValidateEndpoints(AsEndpoints(o.addresses));
+    if (!s.ok()) {
       return absl::InvalidArgumentError(
-          absl::StrCat("connection pool addresses lists \"", a, "\" twice"));
+          absl::StrCat("connection pool addresses: ", s.message()));
     }
   }
   for (const auto& f : o.interceptor_factories) {
@@ -117,11 +155,22 @@ absl::StatusOr<std::shared_ptr<ConnectionPool>> ConnectionPool::Create(
   pool->driver_ = internal::GrpcConnectionDriver::Create(options);
   pool->core_ = internal::PoolCore::Create(options, pool->driver_.get());
   pool->driver_->SetCore(pool->core_);
+  pool->source_ = options.endpoints;
+  if (pool->source_ != nullptr) {
+    std::weak_ptr<EndpointSource> source = pool->source_;
+    pool->core_->SetRefreshHook([source] {
+      if (auto s = source.lock()) s->Refresh();
+    });
+  }
   pool->core_->Start();
+  if (pool->source_ != nullptr) {
+    pool->source_->Start(std::make_shared<CoreSink>(pool->core_));
+  }
   return pool;
 }
 
 ConnectionPool::~ConnectionPool() {
+  if (source_ != nullptr) source_->Stop();
   if (core_ != nullptr) core_->Shutdown();
   if (driver_ != nullptr) driver_->Shutdown();
 }
@@ -156,5 +205,16 @@ bool ConnectionPool::IsConnected(std::uint64_t connection_id) {
 }
 
 ConnectionPoolStats ConnectionPool::Stats() const { return core_->Stats(); }
+
+absl::Status ConnectionPool::SetEndpoints(std::vector<Endpoint> endpoints) {
+  absl::Status s = ValidateEndpoints(endpoints);
+  if (!s.ok()) return s;
+  core_->SetEndpoints(endpoints, internal::PoolCore::Removal::kAtOnce);
+  return absl::OkStatus();
+}
+
+std::vector<EndpointStats> ConnectionPool::Endpoints() const {
+  return core_->Endpoints();
+}
 
 }  // namespace tether

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <climits>
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <utility>
@@ -78,7 +79,30 @@ class SharedInterceptorFactory final
       factory_;
 };
 
+bool HasArg(const grpc::ChannelArguments& args, const char* key) {
+  const grpc_channel_args c = args.c_channel_args();
+  for (std::size_t i = 0; i < c.num_args; ++i) {
+    if (std::strcmp(c.args[i].key, key) == 0) return true;
+  }
+  return false;
+}
+
+// "host:port" -> "host", "[v6]:port" -> "v6", "host" -> "host".
+std::string HostOf(const std::string& authority) {
+  if (!authority.empty() && authority[0] == '[') {
+    const std::size_t close = authority.find(']');
+    if (close != std::string::npos) return authority.substr(1, close - 1);
+  }
+  const std::size_t colon = authority.rfind(':');
+  if (colon == std::string::npos ||
+      authority.find(':') != colon) {  // none, or a bare IPv6 literal
+    return authority;
+  }
+  return authority.substr(0, colon);
+}
+
 }  // namespace
+
 std::shared_ptr<GrpcConnectionDriver> GrpcConnectionDriver::Create(
     const ConnectionPoolOptions& options) {
   std::shared_ptr<GrpcConnectionDriver> driver(
@@ -180,8 +204,18 @@ class GrpcConnectionDriver::GrpcLink final
 };
 
 std::shared_ptr<Link> GrpcConnectionDriver::Open(std::uint64_t id,
-                                                 const std::string& address) {
+                                                 const Endpoint& endpoint) {
+  const std::string& address = endpoint.address;
   grpc::ChannelArguments args = options_.channel_args;
+  if (!endpoint.authority.empty()) {
+    // The name the server is known by, though the channel dials an address:
+    // as :authority, and for TLS the host part as the name to verify
+    // (unless the user set that override themselves).
+    args.SetString(GRPC_ARG_DEFAULT_AUTHORITY, endpoint.authority);
+    if (!HasArg(args, GRPC_SSL_TARGET_NAME_OVERRIDE_ARG)) {
+      args.SetSslTargetNameOverride(HostOf(endpoint.authority));
+    }
+  }
   // Own subchannel per connection: a local pool plus an argument that
   // differs per connection, so no two channels share a transport.
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);

@@ -54,7 +54,7 @@ class GrpcConnectionDriver final
   void SetCore(std::weak_ptr<PoolCore> core) { core_ = std::move(core); }
 
   std::shared_ptr<Link> Open(std::uint64_t id,
-                             const std::string& address) override;
+                             const Endpoint& endpoint) override;
 
   // Stops watching and stops the thread: waits for it, unless called on the
   // thread itself (a callback dropping the pool), which then ends on its own

@@ -143,13 +143,6 @@ PoolCore::PoolCore(const ConnectionPoolOptions& options,
       clock_(options.clock),
       observer_(options.observer) {
   MutexLock lock(&mu_);
-  std::vector<std::string> addresses = options_.addresses;
-  if (addresses.empty()) addresses.push_back(options_.target);
-  for (std::string& a : addresses) {
-    Group g;
-    g.address = std::move(a);
-    groups_.push_back(std::move(g));
-  }
   absl::BitGen seed;
   rng_.seed(absl::Uniform<std::uint64_t>(seed));
   if (clock_ == nullptr) {
@@ -158,7 +151,7 @@ PoolCore::PoolCore(const ConnectionPoolOptions& options,
   }
 }
 
-std::size_t PoolCore::GroupCountLocked(std::size_t group,
+std::size_t PoolCore::GroupCountLocked(std::uint64_t group,
                                        bool live_only) const {
   std::size_t n = 0;
   for (const auto& entry : conns_) {
@@ -189,7 +182,7 @@ void PoolCore::NotifyLocked(Deferred& later,
   later.Add([events = events_] { events->Run(); });
 }
 
-PoolCore::Conn* PoolCore::OpenLocked(std::size_t group, Deferred& later) {
+PoolCore::Conn* PoolCore::OpenLocked(std::uint64_t group, Deferred& later) {
   Group& g = groups_[group];
   if (g.probe_timer != 0) {
     clock_->Cancel(g.probe_timer);
@@ -201,9 +194,9 @@ PoolCore::Conn* PoolCore::OpenLocked(std::size_t group, Deferred& later) {
   Conn& c = conns_[id];
   c.id = id;
   c.group = group;
-  c.link = driver_->Open(id, g.address);
+  c.link = driver_->Open(id, g.endpoint);
   ++total_opened_;
-  NotifyLocked(later, [id, target = g.address](ConnectionObserver& o) {
+  NotifyLocked(later, [id, target = g.endpoint.address](ConnectionObserver& o) {
     o.OnConnectionOpened(id, target);
   });
   MaybeRetireOrArmLocked(c, later);  // arms the idle timer: no picks yet
@@ -211,12 +204,10 @@ PoolCore::Conn* PoolCore::OpenLocked(std::size_t group, Deferred& later) {
 }
 
 void PoolCore::EnsureGroupsLocked(Deferred& later) {
-  for (std::size_t g = 0; g < groups_.size(); ++g) {
-    ReplaceIfNeededLocked(g, later);
-  }
+  for (auto& entry : groups_) ReplaceIfNeededLocked(entry.first, later);
 }
 
-std::size_t PoolCore::GroupPicksLocked(std::size_t group) const {
+std::size_t PoolCore::GroupPicksLocked(std::uint64_t group) const {
   std::size_t n = 0;
   for (const auto& entry : conns_) {
     if (entry.second.group == group) n += entry.second.picks;
@@ -224,7 +215,7 @@ std::size_t PoolCore::GroupPicksLocked(std::size_t group) const {
   return n;
 }
 
-std::size_t PoolCore::WantedLiveLocked(std::size_t group) const {
+std::size_t PoolCore::WantedLiveLocked(std::uint64_t group) const {
   if (options_.standby_connections <= 0 || GroupPicksLocked(group) == 0) {
     return 1;
   }
@@ -239,10 +230,16 @@ bool PoolCore::KeptAsStandbyLocked(const Conn& c) const {
              WantedLiveLocked(c.group);
 }
 
-void PoolCore::ReplaceIfNeededLocked(std::size_t group, Deferred& later) {
+void PoolCore::ReplaceIfNeededLocked(std::uint64_t group, Deferred& later) {
   if (shut_down_) return;
   const auto cap = static_cast<std::size_t>(options_.max_connections);
-  Group& g = groups_[group];
+  auto found = groups_.find(group);
+  // Leaving or missing endpoints get no new connection (the flap rule).
+  if (found == groups_.end() || !found->second.member ||
+      found->second.missed > 0) {
+    return;
+  }
+  Group& g = found->second;
   for (;;) {
     if (GroupCountLocked(group, /*live_only=*/true) >=
             WantedLiveLocked(group) ||
@@ -262,12 +259,14 @@ void PoolCore::ReplaceIfNeededLocked(std::size_t group, Deferred& later) {
   *cell = g.probe_timer;
 }
 
-void PoolCore::OnProbeTimer(std::size_t group,
+void PoolCore::OnProbeTimer(std::uint64_t group,
                             const std::shared_ptr<Clock::TimerId>& cell) {
   Deferred later;  // runs after the lock is released
   {
     MutexLock lock(&mu_);
-    Group& g = groups_[group];
+    auto found = groups_.find(group);
+    if (found == groups_.end()) return;
+    Group& g = found->second;
     if (*cell == 0 || g.probe_timer != *cell) return;
     g.probe_timer = 0;
     ReplaceIfNeededLocked(group, later);  // re-arms if woken early
@@ -275,11 +274,163 @@ void PoolCore::OnProbeTimer(std::size_t group,
 }
 
 void PoolCore::Start() {
+  std::vector<Endpoint> first;
+  for (const std::string& a : options_.addresses) first.push_back({a, ""});
+  if (first.empty() && !options_.target.empty()) {
+    first.push_back({options_.target, ""});
+  }
+  if (!first.empty()) SetEndpoints(first, Removal::kAtOnce);
+}
+
+bool PoolCore::AvoidedLocked(const Conn& c) const {
+  const Group& g = groups_.at(c.group);
+  return !g.member || g.missed > 0;
+}
+
+void PoolCore::RefreshLocked(Deferred& later) {
+  if (refresh_ && !shut_down_) later.Add(refresh_);
+}
+
+void PoolCore::SetEndpoints(const std::vector<Endpoint>& endpoints,
+                            Removal removal) {
   Deferred later;  // runs after the lock is released
   {
     MutexLock lock(&mu_);
-    if (!shut_down_) EnsureGroupsLocked(later);
+    if (shut_down_) return;
+    // By key; a target that is no endpoint address (the `target` option)
+    // is its own key.
+    std::map<std::string, const Endpoint*> wanted;
+    for (const Endpoint& e : endpoints) {
+      absl::StatusOr<std::string> key = EndpointKey(e.address);
+      wanted.emplace(key.ok() ? *std::move(key) : e.address, &e);
+    }
+    std::vector<std::uint64_t> leave;
+    for (auto& [gid, g] : groups_) {
+      auto w = wanted.find(g.key);
+      if (w != wanted.end()) {
+        g.missed = 0;
+        if (!g.member) {
+          g.endpoint = *w->second;
+          g.member = true;  // back (its draining connections stay so)
+          NotifyLocked(later, [a = g.endpoint.address](ConnectionObserver& o) {
+            o.OnEndpointAdded(a);
+          });
+        }
+        wanted.erase(w);  // known: not added again
+        continue;
+      }
+      if (!g.member) continue;
+      bool ready = false;
+      for (const auto& entry : conns_) {
+        const Conn& c = entry.second;
+        if (c.group == gid && !c.draining && c.state == LinkState::kReady) {
+          ready = true;
+        }
+      }
+      if (removal == Removal::kAtOnce || g.missed > 0 || !ready) {
+        leave.push_back(gid);
+      } else {
+        g.missed = 1;
+        NotifyLocked(later, [a = g.endpoint.address](ConnectionObserver& o) {
+          o.OnEndpointMissing(a);
+        });
+      }
+    }
+    for (std::uint64_t gid : leave) {
+      RemoveGroupLocked(
+          gid,
+          removal == Removal::kAtOnce
+              ? "endpoint left the endpoint set"
+              : "endpoint missing from two answers in a row (or from one, "
+                "with no READY connection)",
+          later);
+    }
+    // Forget endpoints that left, have no connection left, and whose probe
+    // schedule has run out (`probe_max_backoff` past its next open): one
+    // that comes back later starts afresh. Until then one that comes back
+    // keeps its schedule, so a flapping set opens no faster than the probe
+    // backoff.
+    const absl::Time now = clock_->Now();
+    for (auto it = groups_.begin(); it != groups_.end();) {
+      const Group& g = it->second;
+      if (!g.member && now >= g.next_open + options_.probe_max_backoff &&
+          GroupCountLocked(it->first, /*live_only=*/false) == 0) {
+        it = groups_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    // New ones, in the order given.
+    for (const Endpoint& e : endpoints) {
+      absl::StatusOr<std::string> key = EndpointKey(e.address);
+      const std::string k = key.ok() ? *std::move(key) : e.address;
+      if (wanted.erase(k) == 0) continue;  // known, or a duplicate
+      const std::uint64_t gid = next_group_++;
+      Group& g = groups_[gid];
+      g.endpoint = e;
+      g.key = k;
+      NotifyLocked(later, [a = e.address](ConnectionObserver& o) {
+        o.OnEndpointAdded(a);
+      });
+    }
+    EnsureGroupsLocked(later);
+    SweepAvailabilityLocked(later);
   }
+}
+
+void PoolCore::RemoveGroupLocked(std::uint64_t gid, const std::string& why,
+                                 Deferred& later) {
+  Group& g = groups_.at(gid);
+  g.member = false;
+  g.missed = 0;
+  if (g.probe_timer != 0) {
+    clock_->Cancel(g.probe_timer);
+    g.probe_timer = 0;
+  }
+  NotifyLocked(later, [a = g.endpoint.address, why](ConnectionObserver& o) {
+    o.OnEndpointRemoved(a, why);
+  });
+  std::vector<std::uint64_t> ids;
+  for (const auto& entry : conns_) {
+    if (entry.second.group == gid) ids.push_back(entry.first);
+  }
+  for (std::uint64_t id : ids) {
+    auto it = conns_.find(id);
+    if (it == conns_.end()) continue;
+    if (it->second.draining) continue;
+    // Drains like a GOAWAY: listeners move (make before break), and a
+    // connection without picks is retired at once.
+    MarkDrainingLocked(it->second, why, later);
+  }
+}
+
+void PoolCore::OnEndpointsError(const absl::Status& status) {
+  Deferred later;  // runs after the lock is released
+  {
+    MutexLock lock(&mu_);
+    if (shut_down_) return;
+    ++endpoint_errors_;
+    NotifyLocked(later, [status](ConnectionObserver& o) {
+      o.OnEndpointsError(status);
+    });
+  }
+}
+
+std::vector<EndpointStats> PoolCore::Endpoints() {
+  MutexLock lock(&mu_);
+  std::vector<EndpointStats> out;
+  for (const auto& [gid, g] : groups_) {
+    const std::size_t connections = GroupCountLocked(gid, false);
+    if (!g.member && connections == 0) continue;  // gone
+    EndpointStats e;
+    e.address = g.endpoint.address;
+    e.streams = GroupPicksLocked(gid);
+    e.connections = connections;
+    e.missing = g.member && g.missed > 0;
+    e.leaving = !g.member;
+    out.push_back(std::move(e));
+  }
+  return out;
 }
 
 absl::StatusOr<ConnectionPick> PoolCore::Pick(
@@ -308,25 +459,53 @@ absl::StatusOr<ConnectionPick> PoolCore::Pick(
           }
         }
       }
+      // The spread rule: tier (endpoints that are missing from the last
+      // answer, under suspicion, or that this stream just left come last),
+      // rank, then the endpoint's picks, then the connection's own; ties to
+      // the oldest (conns_ is in id order).
+      const absl::Time now = clock_->Now();
+      // Picks on draining connections are leaving: they do not count.
+      std::map<std::uint64_t, std::size_t> endpoint_picks;
+      for (const auto& entry : conns_) {
+        if (entry.second.draining) continue;
+        endpoint_picks[entry.second.group] += entry.second.picks;
+      }
+      auto tier = [&](const Conn& c) {
+        return AvoidedLocked(c) || groups_.at(c.group).suspected_until > now ||
+                       (left != nullptr && c.group == left->group)
+                   ? 1
+                   : 0;
+      };
+      int best_tier = 0;
+      std::size_t best_endpoint_picks = 0;
       for (auto& entry : conns_) {
         Conn& c = entry.second;
         const int rank = PickRank(c.state);
         if (!c.Live() || rank < 0 || &c == left) continue;
-        if (best == nullptr || rank < best_rank ||
-            (rank == best_rank && c.picks < best->picks)) {
+        const int t = tier(c);
+        const std::size_t ep = endpoint_picks[c.group];
+        if (best == nullptr || t < best_tier ||
+            (t == best_tier &&
+             (rank < best_rank ||
+              (rank == best_rank &&
+               (ep < best_endpoint_picks ||
+                (ep == best_endpoint_picks && c.picks < best->picks)))))) {
           best = &c;
+          best_tier = t;
           best_rank = rank;
+          best_endpoint_picks = ep;
         }
       }
-      if (left != nullptr && left->Live() &&
-          (best == nullptr || best_rank >= 2)) {
-        // Nothing usable but the connection this stream just left: open
-        // another if the group may (a new connection may reach another
-        // backend), else go back there.
-        const std::size_t group = left->group;
+      if (left != nullptr && left->Live() && !AvoidedLocked(*left) &&
+          (best == nullptr || best_rank >= 2 ||
+           (best_tier == 1 && best->group != left->group))) {
+        // Nothing usable but the connection this stream just left (or an
+        // endpoint put aside): open another if the group may (a new
+        // connection may reach another backend), else go back there.
+        const std::uint64_t group = left->group;
         if (GroupCountLocked(group, /*live_only=*/false) <
                 static_cast<std::size_t>(options_.max_connections) &&
-            clock_->Now() >= groups_[group].next_open) {
+            now >= groups_.at(group).next_open) {
           best = OpenLocked(group, later);
         } else {
           best = left;
@@ -343,14 +522,17 @@ absl::StatusOr<ConnectionPick> PoolCore::Pick(
           if (best == nullptr || c.picks < best->picks) best = &c;
         }
       }
-      if (best == nullptr) {
-        const absl::Time now = clock_->Now();
+      if (best == nullptr && groups_.empty()) {
+        result = absl::UnavailableError(
+            "no usable connection: the pool has no endpoint yet (its "
+            "endpoint source has not answered)");
+      } else if (best == nullptr) {
         absl::Time due = absl::InfiniteFuture();
         std::string address;
-        for (const Group& g : groups_) {
+        for (const auto& [gid, g] : groups_) {
           if (g.probe_timer != 0 && g.next_open < due) {
             due = g.next_open;
-            address = g.address;
+            address = g.endpoint.address;
           }
         }
         if (due != absl::InfiniteFuture()) {
@@ -402,7 +584,7 @@ void PoolCore::Release(std::uint64_t connection_id,
     if (h != c.holders.end()) {
       if (--h->second.picks == 0) c.holders.erase(h);
       --c.picks;
-      const std::size_t group = c.group;
+      const std::uint64_t group = c.group;
       MaybeRetireOrArmLocked(c, later);  // may erase c
       if (options_.standby_connections > 0 && GroupPicksLocked(group) == 0) {
         // No streams left in the group: its spares become ordinary idle
@@ -509,7 +691,15 @@ void PoolCore::MarkSuspectLocked(Conn& c, const absl::Status& status,
     o.OnConnectionSuspect(id, status);
   });
   ArmProbationLocked(c);
-  const std::size_t group = c.group;
+  // The evidence is about the endpoint (a server going away), not only this
+  // connection: new picks put the endpoint's other connections, and any
+  // opened to it, after other endpoints' for the probation.
+  groups_.at(c.group).suspected_until =
+      options_.suspect_probation == absl::InfiniteDuration()
+          ? absl::InfiniteFuture()
+          : clock_->Now() + options_.suspect_probation;
+  RefreshLocked(later);
+  const std::uint64_t group = c.group;
   MaybeRetireOrArmLocked(c, later);  // may erase c
   ReplaceIfNeededLocked(group, later);
 }
@@ -542,6 +732,7 @@ void PoolCore::OnProbationTimer(std::uint64_t id,
     c.suspect = false;
     c.ends.clear();
     ++restored_;
+    groups_.at(c.group).suspected_until = absl::InfinitePast();
     NoteUsabilityLocked(c);
     NotifyLocked(later, [id](ConnectionObserver& o) {
       o.OnConnectionRestored(id);
@@ -578,20 +769,21 @@ void PoolCore::NoteUsabilityLocked(Conn& c, bool leaving) {
   }
   if (c.usable_since == absl::InfiniteFuture()) return;
   if (clock_->Now() - c.usable_since >= options_.probe_max_backoff) {
-    groups_[c.group].opens_since_stable = 0;  // it was a healthy one
+    groups_.at(c.group).opens_since_stable = 0;  // it was a healthy one
   }
   c.usable_since = absl::InfiniteFuture();
 }
 
 void PoolCore::SweepAvailabilityLocked(Deferred& later) {
-  std::vector<bool> now_available(groups_.size(), false);
+  std::set<std::uint64_t> now_available;
   for (const auto& entry : conns_) {
-    if (UsableLocked(entry.second)) now_available[entry.second.group] = true;
+    if (UsableLocked(entry.second)) now_available.insert(entry.second.group);
   }
   bool back = false;
-  for (std::size_t g = 0; g < groups_.size(); ++g) {
-    if (now_available[g] && !groups_[g].available) back = true;
-    groups_[g].available = now_available[g];
+  for (auto& [gid, g] : groups_) {
+    const bool available = now_available.count(gid) != 0;
+    if (available && !g.available) back = true;
+    g.available = available;
   }
   if (!back || shut_down_) return;
   Waiters waiters;
@@ -636,9 +828,18 @@ void PoolCore::MarkDrainingLocked(Conn& c, std::string why, Deferred& later) {
   }
   // Make before break: the replacement exists before any listener runs, so a
   // burst of listeners that re-pick all land on it.
-  const std::size_t group = c.group;
+  const std::uint64_t group = c.group;
   MaybeRetireOrArmLocked(c, later);  // may erase c
   ReplaceIfNeededLocked(group, later);
+  // The flap rule: a missing endpoint whose connection drains is gone.
+  auto found = groups_.find(group);
+  if (found != groups_.end() && found->second.member &&
+      found->second.missed > 0) {
+    RemoveGroupLocked(group,
+                      "endpoint missing from the last answer, and its "
+                      "connection is draining",
+                      later);
+  }
 }
 
 void PoolCore::MaybeRetireOrArmLocked(Conn& c, Deferred& later) {
@@ -710,6 +911,7 @@ void PoolCore::OnLinkState(std::uint64_t connection_id, LinkState state) {
       }
       NoteUsabilityLocked(c);
     } else if (!c.draining && (c.was_ready || state == LinkState::kShutdown)) {
+      RefreshLocked(later);  // a GOAWAY often means the endpoint moves
       MarkDrainingLocked(
           c,
           absl::StrCat("connection left ", LinkStateName(old), " for ",
@@ -717,6 +919,9 @@ void PoolCore::OnLinkState(std::uint64_t connection_id, LinkState state) {
                        c.was_ready ? " (GOAWAY or failure)" : ""),
           later);
     } else {
+      if (state == LinkState::kTransientFailure && old != state) {
+        RefreshLocked(later);  // failed to connect: the address may be gone
+      }
       NoteUsabilityLocked(c);
     }
     SweepAvailabilityLocked(later);
@@ -734,6 +939,7 @@ void PoolCore::OnLinkHealth(std::uint64_t connection_id, bool serving) {
     if (serving) {
       NoteUsabilityLocked(c);
     } else if (!c.draining) {
+      RefreshLocked(later);
       MarkDrainingLocked(c, "health check reports NOT_SERVING", later);
     }
     SweepAvailabilityLocked(later);
@@ -745,6 +951,10 @@ ConnectionPoolStats PoolCore::Stats() {
   ConnectionPoolStats s;
   s.total_opened = total_opened_;
   s.restored = restored_;
+  s.endpoint_errors = endpoint_errors_;
+  for (const auto& entry : groups_) {
+    if (entry.second.member) ++s.endpoints;
+  }
   for (const auto& entry : conns_) {
     const Conn& c = entry.second;
     ++s.open;
@@ -777,7 +987,7 @@ void PoolCore::Shutdown() {
     MutexLock lock(&mu_);
     if (shut_down_) return;
     shut_down_ = true;
-    for (Group& g : groups_) {
+    for (auto& [gid, g] : groups_) {
       if (g.probe_timer != 0) clock_->Cancel(g.probe_timer);
       g.probe_timer = 0;
     }

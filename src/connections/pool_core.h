@@ -30,6 +30,7 @@
 #include "connections/serial_calls.h"
 #include "tether/clock.h"
 #include "tether/connection_pool.h"
+#include "tether/endpoints.h"
 #include "tether/internal/deferred.h"
 #include "tether/internal/mutex.h"
 #include "tether/transport.h"
@@ -69,10 +70,11 @@ class Link {
 class ConnectionDriver {
  public:
   virtual ~ConnectionDriver() = default;
-  // Opens connection `id` to `address`; its initial state is `kIdle` unless a
-  // report says otherwise. Never returns null.
+  // Opens connection `id` to `endpoint` (its address, with its authority
+  // when set); its initial state is `kIdle` unless a report says otherwise.
+  // Never returns null.
   virtual std::shared_ptr<Link> Open(std::uint64_t id,
-                                     const std::string& address) = 0;
+                                     const Endpoint& endpoint) = 0;
 };
 
 // Tells `listeners` that connection `connection_id` is draining, each once,
@@ -121,10 +123,41 @@ class PoolCore final : public ConnectionSource,
   static std::shared_ptr<PoolCore> Create(const ConnectionPoolOptions& options,
                                           ConnectionDriver* driver);
 
-  // Opens the first connection of each group (one per address, or one for
-  // the target). Separate from `Create` so that the driver can be wired to
-  // the core first.
+  // Takes the options' first endpoint set (the target as one endpoint, or
+  // each address) and opens a connection to each. Separate from `Create` so
+  // that the driver can be wired to the core first. A pool fed by an
+  // `EndpointSource` starts with no endpoint: picks fail until its first
+  // answer.
   void Start();
+
+  // How endpoints missing from a new set leave the pool's set.
+  enum class Removal {
+    // At once (`ConnectionPool::SetEndpoints`: the caller's discovery is
+    // authoritative).
+    kAtOnce,
+    // The flap rule (answers of an `EndpointSource`): an endpoint missing
+    // from one answer is only "missing": new picks avoid it and no
+    // connection is opened to it, but its streams stay. It leaves when the
+    // next answer lacks it too, or at once when it has no usable connection
+    // (one of its connections drains, or none is READY).
+    kConfirmed,
+  };
+  // Makes `endpoints` (valid, see `ValidateEndpoints`) the endpoint set.
+  // New endpoints get a connection at once; an endpoint that leaves is
+  // draining: each of its connections is marked draining (its streams move,
+  // make before break, as on a GOAWAY) and no connection is opened to it
+  // again.
+  void SetEndpoints(const std::vector<Endpoint>& endpoints, Removal removal);
+  // An endpoint source failed: the set stays; the observer hears it.
+  void OnEndpointsError(const absl::Status& status);
+  // Called with no lock held whenever the set may be stale (a connection
+  // drained, failed to connect, or was reported for an unannounced end).
+  // Set before `Start`.
+  void SetRefreshHook(std::function<void()> refresh) {
+    refresh_ = std::move(refresh);
+  }
+  // Per endpoint in the set (and leaving ones still holding connections).
+  std::vector<EndpointStats> Endpoints();
 
   absl::StatusOr<ConnectionPick> Pick(
       std::weak_ptr<DrainListener> listener) override;
@@ -173,7 +206,7 @@ class PoolCore final : public ConnectionSource,
   };
   struct Conn {
     std::uint64_t id = 0;
-    std::size_t group = 0;
+    std::uint64_t group = 0;
     std::shared_ptr<Link> link;
     LinkState state = LinkState::kIdle;
     bool was_ready = false;
@@ -189,9 +222,19 @@ class PoolCore final : public ConnectionSource,
     std::deque<EndMark> ends;  // recent weak evidence, oldest first
     bool Live() const { return !draining && !suspect; }
   };
-  // The target, or one address, with its probe schedule.
+  // One endpoint (the target, one address, or one address of the set), with
+  // its probe schedule. Kept while it has connections after leaving the set.
   struct Group {
-    std::string address;
+    Endpoint endpoint;
+    std::string key;  // EndpointKey, or the address as given
+    // In the endpoint set. False: leaving (or gone, once it has no
+    // connection; kept for its probe schedule until that runs out).
+    bool member = true;
+    // Answers in a row that lacked it (the flap rule; see Removal).
+    int missed = 0;
+    // A connection to it turned suspect: picks put it after other
+    // endpoints until then (see MarkSuspectLocked).
+    absl::Time suspected_until = absl::InfinitePast();
     // Opens since a connection of the group last stayed usable for
     // `probe_max_backoff`; sets the next delay.
     int opens_since_stable = 0;
@@ -207,7 +250,7 @@ class PoolCore final : public ConnectionSource,
 
   // Each `...Locked` method adds what must happen after the lock (observer
   // and listener calls, link closes) to `later`.
-  Conn* OpenLocked(std::size_t group, Deferred& later)
+  Conn* OpenLocked(std::uint64_t group, Deferred& later)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // When `stream`'s attempt last ended on `c` within `suspect_end_window`
   // (weak evidence; see `reopen_elsewhere_after_end`); InfinitePast if not.
@@ -217,15 +260,23 @@ class PoolCore final : public ConnectionSource,
   void EnsureGroupsLocked(Deferred& later) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Opens a replacement when `group` has no live connection left and is
   // under the cap: now if its probe schedule allows, else from a timer.
-  void ReplaceIfNeededLocked(std::size_t group, Deferred& later)
+  void ReplaceIfNeededLocked(std::uint64_t group, Deferred& later)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void OnProbeTimer(std::size_t group,
+  void OnProbeTimer(std::uint64_t group,
                     const std::shared_ptr<Clock::TimerId>& cell);
   // The jittered delay after the group's open number `opens` (0-based)
   // since it was last stable: none after the first.
   absl::Duration ProbeDelayLocked(int opens) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MarkDrainingLocked(Conn& c, std::string why, Deferred& later)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Takes group `g` out of the set: drains its connections, stops probing.
+  void RemoveGroupLocked(std::uint64_t g, const std::string& why,
+                         Deferred& later) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether picks and replacements avoid `c`'s endpoint (missing from the
+  // last answer, or leaving).
+  bool AvoidedLocked(const Conn& c) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Queues the refresh hook (rate-limited by the source).
+  void RefreshLocked(Deferred& later) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MarkSuspectLocked(Conn& c, const absl::Status& status, Deferred& later)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ArmProbationLocked(Conn& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -254,14 +305,14 @@ class PoolCore final : public ConnectionSource,
   // a timer that is no longer the connection's idle timer does nothing.
   void OnIdleTimer(std::uint64_t id,
                    const std::shared_ptr<Clock::TimerId>& cell);
-  std::size_t GroupCountLocked(std::size_t group, bool live_only) const
+  std::size_t GroupCountLocked(std::uint64_t group, bool live_only) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Picks held over the group's connections.
-  std::size_t GroupPicksLocked(std::size_t group) const
+  std::size_t GroupPicksLocked(std::uint64_t group) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // How many live connections the group should have: 1, plus
   // `standby_connections` while it has picks.
-  std::size_t WantedLiveLocked(std::size_t group) const
+  std::size_t WantedLiveLocked(std::uint64_t group) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Queues an observer event (in decision order) and its delivery once the
   // lock is released. No-op without an observer.
@@ -281,8 +332,12 @@ class PoolCore final : public ConnectionSource,
 
   Mutex mu_;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
-  std::vector<Group> groups_ ABSL_GUARDED_BY(mu_);  // target, or each address
+  // The endpoints, by group id (1, 2, ..., never reused).
+  std::map<std::uint64_t, Group> groups_ ABSL_GUARDED_BY(mu_);
+  std::uint64_t next_group_ ABSL_GUARDED_BY(mu_) = 1;
   std::uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  std::uint64_t endpoint_errors_ ABSL_GUARDED_BY(mu_) = 0;
+  std::function<void()> refresh_;  // set before Start, then only read
   std::uint64_t total_opened_ ABSL_GUARDED_BY(mu_) = 0;
   std::uint64_t restored_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<std::uint64_t, Conn> conns_ ABSL_GUARDED_BY(mu_);

@@ -455,6 +455,28 @@ void LoggingObserver::OnConnectionRetired(std::uint64_t id) {
       absl::StrFormat("connection %d retired", id));
 }
 
+void LoggingObserver::OnEndpointAdded(absl::string_view address) {
+  Log(LogEvent::kConnection, LogSeverity::kInfo,
+      absl::StrFormat("endpoint %s added", address));
+}
+
+void LoggingObserver::OnEndpointMissing(absl::string_view address) {
+  Log(LogEvent::kConnection, LogSeverity::kInfo,
+      absl::StrFormat("endpoint %s missing from the last answer", address));
+}
+
+void LoggingObserver::OnEndpointRemoved(absl::string_view address,
+                                        absl::string_view why) {
+  Log(LogEvent::kConnection, LogSeverity::kInfo,
+      absl::StrFormat("endpoint %s removed: %s", address, why));
+}
+
+void LoggingObserver::OnEndpointsError(const absl::Status& status) {
+  Log(LogEvent::kConnection, LogSeverity::kWarning,
+      absl::StrFormat("endpoint source failed, keeping the last set: %s",
+                      StatusText(status)));
+}
+
 void LoggingObserver::OnStateChange(absl::string_view breaker,
                                     BreakerState from, BreakerState to,
                                     const BreakerCounts& counts) {

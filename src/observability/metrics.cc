@@ -133,6 +133,20 @@ std::vector<MetricDescriptor> BuildDescriptors() {
        "Pool connections ever opened",
        {kTarget},
        {}},
+      {M::kEndpoints,
+       K::kUpDownCounter,
+       "tether.client.endpoints",
+       "{endpoint}",
+       "Endpoints in the pools' endpoint sets",
+       {},
+       {}},
+      {M::kEndpointErrors,
+       K::kCounter,
+       "tether.client.endpoint.errors",
+       "{error}",
+       "Endpoint source errors (the last good set was kept)",
+       {},
+       {}},
   };
   return d;
 }
@@ -374,6 +388,17 @@ void MetricsConnectionObserver::OnConnectionRetired(std::uint64_t id) {
   Move(id, "", false);
 }
 
+void MetricsConnectionObserver::OnEndpointAdded(absl::string_view) {
+  if (sink_) sink_->Add(MetricId::kEndpoints, {}, 1);
+}
+void MetricsConnectionObserver::OnEndpointRemoved(absl::string_view,
+                                                  absl::string_view) {
+  if (sink_) sink_->Add(MetricId::kEndpoints, {}, -1);
+}
+void MetricsConnectionObserver::OnEndpointsError(const absl::Status&) {
+  if (sink_) sink_->Add(MetricId::kEndpointErrors, {}, 1);
+}
+
 void MetricsConnectionObserver::Move(std::uint64_t id, absl::string_view state,
                                      bool only_if_suspect) {
   std::string target;
@@ -545,6 +570,18 @@ class ConnectionFanOut final : public ConnectionObserver {
   }
   void OnConnectionRetired(std::uint64_t id) override {
     for (auto& o : v_) o->OnConnectionRetired(id);
+  }
+  void OnEndpointAdded(absl::string_view a) override {
+    for (auto& o : v_) o->OnEndpointAdded(a);
+  }
+  void OnEndpointMissing(absl::string_view a) override {
+    for (auto& o : v_) o->OnEndpointMissing(a);
+  }
+  void OnEndpointRemoved(absl::string_view a, absl::string_view w) override {
+    for (auto& o : v_) o->OnEndpointRemoved(a, w);
+  }
+  void OnEndpointsError(const absl::Status& s) override {
+    for (auto& o : v_) o->OnEndpointsError(s);
   }
 
  private:

@@ -59,7 +59,8 @@ class Driver final : public internal::ConnectionDriver {
  public:
   explicit Driver(Clock* clock) : clock_(clock) {}
   std::shared_ptr<internal::Link> Open(std::uint64_t id,
-                                       const std::string& address) override {
+                                       const Endpoint& endpoint) override {
+    const std::string& address = endpoint.address;
     if (links.count(id)) Fail(absl::StrCat("connection id ", id, " reused"));
     const absl::Time now = clock_->Now();
     std::vector<absl::Time>& opens = opens_[address];
@@ -138,6 +139,9 @@ class Listener final : public ConnectionSource::DrainListener {
   const int index_;
 };
 
+// The endpoints that sets given by the fuzzer are made of.
+const char* const kEndpoints[] = {"10.0.0.1:1", "10.0.0.2:1", "10.0.0.3:1"};
+
 class Harness {
  public:
   explicit Harness(FuzzInput& in) : in_(in) {}
@@ -171,7 +175,8 @@ class Harness {
     o.observer = events_;
     if (!Validate(o).ok()) Fail(Validate(o).ToString());
     max_connections_ = static_cast<std::size_t>(o.max_connections);
-    groups_ = o.addresses.empty() ? 1 : o.addresses.size();
+    // The configured ones plus kEndpoints (the first two are the addresses).
+    groups_ = o.addresses.empty() ? 4 : 3;
     core_ = PoolCore::Create(o, &driver_);
     core_->Start();
     for (int i = 0; i < 4; ++i) {
@@ -234,11 +239,23 @@ class Harness {
     if (events_->suspect.count(id)) {
       // Only as a last resort: no connection that is neither draining nor
       // suspect exists (and none could be opened).
-      ConnectionPoolStats s = core_->Stats();
-      if (s.open != s.draining + s.suspect) {
+      // Others that could take it: neither draining nor suspect, and to an
+      // endpoint that is not missing from the last answer.
+      std::set<std::string> missing;
+      for (const EndpointStats& e : core_->Endpoints()) {
+        if (e.missing) missing.insert(e.address);
+      }
+      std::size_t others = 0;
+      for (auto& [other, link] : driver_.links) {
+        if (!events_->retired.count(other) && !events_->draining.count(other) &&
+            !events_->suspect.count(other) &&
+            !missing.count(driver_.group_of[other])) {
+          ++others;
+        }
+      }
+      if (others != 0) {
         Fail(absl::StrCat("pick returned suspect connection ", id, " while ",
-                          s.open - s.draining - s.suspect,
-                          " other(s) could take it"));
+                          others, " other(s) could take it"));
       }
       if (!core_->IsConnected(id)) {
         Fail(absl::StrCat("pick returned suspect connection ", id,
@@ -270,7 +287,7 @@ class Harness {
   }
 
   void Step() {
-    const std::uint8_t op = in_.Byte() % 13;
+    const std::uint8_t op = in_.Byte() % 15;
     switch (op) {
       case 0:
       case 1:
@@ -351,6 +368,22 @@ class Harness {
         clock_->AdvanceBy(d[in_.Byte() % 3]);
         return;
       }
+      case 13: {
+        // A new endpoint set (a source's answer, or SetEndpoints): a
+        // non-empty subset of three addresses.
+        const std::uint8_t b = in_.Byte();
+        std::vector<Endpoint> set;
+        for (int i = 0; i < 3; ++i) {
+          if (b & (1 << i)) set.push_back({kEndpoints[i], ""});
+        }
+        if (set.empty()) set.push_back({kEndpoints[0], ""});
+        core_->SetEndpoints(set, (b & 8) ? PoolCore::Removal::kAtOnce
+                                         : PoolCore::Removal::kConfirmed);
+        return;
+      }
+      case 14:
+        core_->OnEndpointsError(absl::NotFoundError("fuzz: NXDOMAIN"));
+        return;
     }
   }
 
@@ -410,6 +443,18 @@ class Harness {
       }
     }
     if (per_group.size() > groups_) Fail("more groups than configured");
+    // Every connection that is not draining goes to an endpoint of the set.
+    std::set<std::string> leaving;
+    for (const EndpointStats& e : core_->Endpoints()) {
+      if (e.leaving) leaving.insert(e.address);
+    }
+    for (auto& [id, link] : driver_.links) {
+      if (events_->retired.count(id) == 0 && events_->draining.count(id) == 0 &&
+          leaving.count(driver_.group_of[id]) != 0) {
+        Fail(absl::StrCat("connection ", id, " to leaving endpoint ",
+                          driver_.group_of[id], " is not draining"));
+      }
+    }
   }
 
   FuzzInput& in_;

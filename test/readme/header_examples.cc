@@ -4,12 +4,15 @@
 // in sync): they must compile with Debian's abseil (20220623, no absl/log).
 #include <cstdio>
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include "test/readme/readme_prelude.h"
 #include "tether/client.h"
 #include "tether/logging.h"
 #include "tether/metrics.h"
 #include "tether/reconnecting_stream.h"
+#include "tether/resolved_endpoints.h"
 
 // clang-format off: the examples are kept as the headers show them.
 namespace {
@@ -58,6 +61,34 @@ using Watch = tether::ReconnectingStream<WatchRequest, Event>;
   if (!client.ok()) return client.status();
   auto watch = (*client)->Start(spec, on_event, on_done);
   return watch.status();
+}
+
+// include/tether/endpoints.h, EndpointSource's class comment: a source fed
+// by your own discovery.
+class MySource final : public tether::EndpointSource {
+ public:
+  void Start(std::shared_ptr<Sink> sink) override { sink_ = sink; }
+  void Stop() override { sink_.reset(); }
+  // on each update from discovery: sink_->OnEndpoints(list);
+  void OnDiscovery(std::vector<tether::Endpoint> list) {
+    sink_->OnEndpoints(std::move(list));
+  }
+
+ private:
+  std::shared_ptr<Sink> sink_;
+};
+
+// include/tether/resolved_endpoints.h and docs/endpoints.md: a pool that
+// follows a DNS name.
+[[maybe_unused]] absl::Status ResolvedEndpointsExample() {
+  auto source = tether::ResolvedEndpoints("dns:///ledger.prod.svc.cluster.local:7000");
+  if (!source.ok()) return source.status();
+  tether::ConnectionPoolOptions o;
+  o.endpoints = *source;
+  auto pool = tether::ConnectionPool::Create(std::move(o));
+  if (!pool.ok()) return pool.status();
+  o.endpoints = std::make_shared<MySource>();
+  return absl::OkStatus();
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "grpcpp/grpcpp.h"
@@ -164,6 +165,7 @@ class TestServer::Impl {
                absl::Duration timeout);
 
   const std::string name_;
+  const std::string host_;  // options_.host, fixed at construction
   // Locks `mu_`; wakes every waiter on `cv_` when it goes out of scope.
   // Used by everything that changes state a waiter may be waiting for.
   class ChangeLock {
@@ -457,7 +459,7 @@ struct TestServer::Impl::Run {
 };
 
 TestServer::Impl::Impl(TestServerOptions options)
-    : name_(options.name), options_(std::move(options)) {}
+    : name_(options.name), host_(options.host), options_(std::move(options)) {}
 
 TestServer::Impl::~Impl() {
   std::vector<std::thread> background;
@@ -482,6 +484,7 @@ absl::Status TestServer::Impl::Start() {
   std::lock_guard<std::mutex> life(life_mu_);
   int port;
   bool serving;
+  std::string host;
   {
     std::lock_guard<std::mutex> l(mu_);
     if (running_) {
@@ -491,6 +494,10 @@ absl::Status TestServer::Impl::Start() {
     if (o.port < 0 || o.port > 65535) {
       return absl::InvalidArgumentError("port must be in [0, 65535]");
     }
+    if (!absl::StartsWith(o.host, "127.")) {
+      return absl::InvalidArgumentError("host must be in 127.0.0.0/8");
+    }
+    host = o.host;
     if (o.tick < absl::ZeroDuration()) {
       return absl::InvalidArgumentError("tick must be >= 0");
     }
@@ -514,14 +521,14 @@ absl::Status TestServer::Impl::Start() {
     credentials = options_.credentials;
   }
   if (credentials == nullptr) credentials = grpc::InsecureServerCredentials();
-  builder.AddListeningPort(absl::StrCat("127.0.0.1:", port), credentials,
+  builder.AddListeningPort(absl::StrCat(host, ":", port), credentials,
                            &selected);
   builder.RegisterService(run->service.get());
   HandOverToGrpc(run->service.get());
   run->server = builder.BuildAndStart();
   if (run->server == nullptr || selected == 0) {
     return absl::UnavailableError(
-        absl::StrCat("TestServer could not bind 127.0.0.1:", port));
+        absl::StrCat("TestServer could not bind ", host, ":", port));
   }
   if (auto* health = run->server->GetHealthCheckService()) {
     health->SetServingStatus(serving);
@@ -690,7 +697,7 @@ int TestServer::port() const {
 }
 
 std::string TestServer::address() const {
-  return absl::StrCat("127.0.0.1:", port());
+  return absl::StrCat(impl_->host_, ":", port());
 }
 
 const std::string& TestServer::name() const { return impl_->name_; }

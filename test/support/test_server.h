@@ -23,9 +23,13 @@ namespace testsupport {
 struct TestServerOptions {
   // Put in `Event.server` and `PingReply.server`. Default "server"; any text.
   std::string name = "server";
-  // TCP port on 127.0.0.1. Default 0: the OS picks one (see `port()`).
+  // TCP port on `host`. Default 0: the OS picks one (see `port()`).
   // Valid: 0..65535.
   int port = 0;
+  // The IPv4 loopback address to listen on, like a pod's own IP: replicas
+  // on 127.0.0.11, 127.0.0.12, ... may share one port. Default
+  // "127.0.0.1"; must be in 127.0.0.0/8.
+  std::string host = "127.0.0.1";
   // Pause between two events of one stream, counted from the moment the
   // previous write completed. Default 5 ms. Zero: write as fast as flow
   // control allows. Valid: >= 0.
@@ -122,7 +126,7 @@ class TestServer {
   // The bound port (0 before the first successful `Start()`). Stays the same
   // after the server stops.
   int port() const;
-  // "127.0.0.1:<port>".
+  // "<host>:<port>" ("127.0.0.1:<port>" by default).
   std::string address() const;
   const std::string& name() const;
   // True between a successful `Start()` and the end of a shutdown.

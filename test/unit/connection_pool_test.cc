@@ -19,6 +19,7 @@
 #include "absl/synchronization/notification.h"
 #include "connections/pool_core.h"
 #include "connections/tether_health.pb.h"
+#include "test/unit/pool_core_fixture.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tether/circuit_breaker.h"
@@ -30,164 +31,14 @@ namespace {
 
 using internal::LinkState;
 using internal::PoolCore;
+using pool_test::FakeDriver;
+using pool_test::FakeLink;
+using pool_test::Listener;
+using pool_test::PoolCoreTest;
+using pool_test::RecordingObserver;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using DrainListener = ConnectionSource::DrainListener;
-
-class FakeLink final : public internal::Link {
- public:
-  FakeLink(std::uint64_t id, std::string address)
-      : id_(id), address_(std::move(address)) {}
-  std::shared_ptr<grpc::Channel> channel() override { return nullptr; }
-  void Close() override {
-    std::lock_guard<std::mutex> lock(mu_);
-    ++closes_;
-  }
-  int closes() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return closes_;
-  }
-  std::uint64_t id() const { return id_; }
-  const std::string& address() const { return address_; }
-
- private:
-  const std::uint64_t id_;
-  const std::string address_;
-  std::mutex mu_;
-  int closes_ = 0;
-};
-
-class FakeDriver final : public internal::ConnectionDriver {
- public:
-  std::shared_ptr<internal::Link> Open(std::uint64_t id,
-                                       const std::string& address) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    links_.push_back(std::make_shared<FakeLink>(id, address));
-    return links_.back();
-  }
-  std::size_t opened() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return links_.size();
-  }
-  std::shared_ptr<FakeLink> link(std::uint64_t id) {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (auto& l : links_) {
-      if (l->id() == id) return l;
-    }
-    return nullptr;
-  }
-
- private:
-  std::mutex mu_;
-  std::vector<std::shared_ptr<FakeLink>> links_;
-};
-
-// Records drain calls; optionally runs a hook inside the callback.
-class Listener final : public DrainListener {
- public:
-  void OnConnectionDraining(std::uint64_t id, absl::string_view why) override {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      calls_.push_back(id);
-      last_why_ = std::string(why);
-    }
-    if (hook_) hook_(id);
-  }
-  void OnConnectionAvailable() override {
-    ++available;
-    if (available_hook_) available_hook_();
-  }
-  std::vector<std::uint64_t> calls() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return calls_;
-  }
-  std::string last_why() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return last_why_;
-  }
-  std::function<void(std::uint64_t)> hook_;
-  std::function<void()> available_hook_;
-  std::atomic<int> available{0};
-
- private:
-  std::mutex mu_;
-  std::vector<std::uint64_t> calls_;
-  std::string last_why_;
-};
-
-class RecordingObserver final : public ConnectionObserver {
- public:
-  void OnConnectionOpened(std::uint64_t id, absl::string_view target) override {
-    Add(absl::StrCat("opened ", id, " ", target));
-  }
-  void OnConnectionReady(std::uint64_t id) override {
-    Add(absl::StrCat("ready ", id));
-  }
-  void OnConnectionDraining(std::uint64_t id, absl::string_view) override {
-    Add(absl::StrCat("draining ", id));
-  }
-  void OnConnectionSuspect(std::uint64_t id, const absl::Status&) override {
-    Add(absl::StrCat("suspect ", id));
-  }
-  void OnConnectionRetired(std::uint64_t id) override {
-    Add(absl::StrCat("retired ", id));
-  }
-  void OnConnectionRestored(std::uint64_t id) override {
-    Add(absl::StrCat("restored ", id));
-  }
-  std::vector<std::string> events() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return events_;
-  }
-
- private:
-  void Add(std::string e) {
-    std::lock_guard<std::mutex> lock(mu_);
-    events_.push_back(std::move(e));
-  }
-  std::mutex mu_;
-  std::vector<std::string> events_;
-};
-
-class PoolCoreTest : public ::testing::Test {
- protected:
-  void Make(ConnectionPoolOptions o) {
-    ASSERT_TRUE(Validate(o).ok()) << Validate(o);
-    o.clock = clock_;
-    o.observer = observer_;
-    core_ = PoolCore::Create(o, &driver_);
-    core_->Start();
-  }
-  void MakeTarget(int max_connections = 8) {
-    ConnectionPoolOptions o;
-    o.target = "svc.example:443";
-    o.max_connections = max_connections;
-    Make(std::move(o));
-  }
-  // Connection `id` is READY and stays usable long enough (>= the probe
-  // backoff's max) to count as healthy: losing it is replaced at once.
-  void Serve(std::uint64_t id) {
-    core_->OnLinkState(id, LinkState::kReady);
-    clock_->AdvanceBy(absl::Seconds(1));
-  }
-  std::uint64_t MustPick(const std::shared_ptr<Listener>& l) {
-    auto pick = core_->Pick(l);
-    EXPECT_TRUE(pick.ok()) << pick.status();
-    return pick.ok() ? pick->connection_id : 0;
-  }
-
- public:
-  fakes::FakeClock* clock() { return clock_.get(); }
-  FakeDriver* driver() { return &driver_; }
-
- protected:
-  std::shared_ptr<fakes::FakeClock> clock_ =
-      std::make_shared<fakes::FakeClock>();
-  std::shared_ptr<RecordingObserver> observer_ =
-      std::make_shared<RecordingObserver>();
-  FakeDriver driver_;
-  std::shared_ptr<PoolCore> core_;
-};
 
 TEST(ConnectionPoolOptionsTest, DefaultsWithATargetAreValid) {
   ConnectionPoolOptions o;

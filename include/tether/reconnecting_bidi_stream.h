@@ -106,7 +106,10 @@ struct BidiStreamSpec {
 // `acknowledges`, the new attempt replays every unacknowledged write, also
 // the one the old attempt has in flight (the server sees it twice). Without,
 // the new attempt waits until that write is done: written, it is never
-// sent again; failed (never written), the new attempt writes it.
+// sent again; failed (never written), the new attempt writes it. With
+// `acknowledges`, `migration_hold_fallback` is off: the old attempt
+// delivers until the new one's first message, and an acknowledgement that
+// arrives on both is delivered once.
 //
 // Thread safety: `Write`, `WritesDone`, `SetOnWritable`, `Cancel`, `stats`
 // and the destructor from any thread, also from inside the stream's
@@ -206,6 +209,13 @@ class ReconnectingBidiStream {
     s = internal::CheckInitialPosition(spec, spec.initial_position,
                                        "BidiStreamSpec", "initial_position");
     if (!s.ok()) return s;
+    // An acknowledgement takes its write out of the outbox when it arrives,
+    // on the attempt that is still the writer. A move's old attempt that
+    // held such a response (migration_hold_fallback) would have it dropped
+    // when the new attempt delivers, and the new attempt, which no longer
+    // replays that write, would never send it again: the app would miss
+    // the acknowledgement. So acknowledged streams deliver during a move.
+    if (spec.acknowledges) options.migration_hold_fallback = false;
     auto box =
         std::make_shared<Box>(options.max_outbox, std::move(spec.acknowledges));
     using Open = internal::BidiOpen<Request>;

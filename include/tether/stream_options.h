@@ -88,7 +88,9 @@ struct ReconnectingStreamOptions {
   // that arrive during the overlap wait for the new attempt's first message
   // (at most `migration_handoff_timeout`). Default true. When false, the old
   // attempt delivers until the new one's first message; the new one then
-  // replays what it delivered meanwhile (dropped as duplicates).
+  // replays what it delivered meanwhile (dropped as duplicates). Bidi
+  // streams with `acknowledges` never hold (an acknowledgement consumes its
+  // write on arrival, so the new attempt would not replay it).
   bool migration_hold_fallback = true;
 
   // A migration starts after a random delay in [0, this): when one

@@ -176,7 +176,7 @@ struct ReconnectingStreamOptions {
   std::uint64_t random_seed = 0;
 
   // Out of line (stream_options.cc): a user translation unit does not
-  // compile the copies and destructor of every field (issue 12).
+  // compile the copies and destructor of every field.
   ReconnectingStreamOptions();
   ~ReconnectingStreamOptions();
   ReconnectingStreamOptions(const ReconnectingStreamOptions&);

@@ -1627,7 +1627,7 @@ class StreamCoreImpl final
     // Not a std::deque: that allocates 576 bytes up front.
     CompactFifo<std::pair<std::uint64_t, std::string>> log;
   };
-  // Allocated only with `cursor_of` (issue 12: bytes per open stream). The
+  // Allocated only with `cursor_of` (bytes per open stream). The
   // pointee is guarded by `mu_` (clang 14 takes PT_GUARDED_BY on raw
   // pointers only).
   const std::unique_ptr<CursorLog> cursors_;

@@ -81,7 +81,7 @@ class CompactFifo {
 };
 
 // What a queue tells the stream that owns it. An interface, not two
-// std::function members: 8 bytes per stream instead of 64 (issue 12).
+// std::function members: 8 bytes per stream instead of 64.
 class DeliveryQueueOwner {
  public:
   // The queue was full and has room again: reading may resume.
@@ -98,7 +98,7 @@ class DeliveryQueue;
 // The typed half of a delivery queue: the messages read ahead (of the one
 // type the queue never names) and the app's `on_message`. The queue keeps
 // everything else (locks, the end, observer calls) in compiled code; a user
-// translation unit instantiates only `TypedMessageStore<T>` (issue 12:
+// translation unit instantiates only `TypedMessageStore<T>` (for
 // compile time).
 //
 // The queue calls every method with its lock held; `DeliverFront` releases

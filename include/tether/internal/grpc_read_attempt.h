@@ -22,7 +22,7 @@ namespace internal {
 
 // The status with its error details (`grpc-status-details-bin`) as the
 // payload `kStatusDetailsPayloadUrl`. (Compiled in the library, as is
-// everything here that does not depend on a message type: issue 12.)
+// everything here that does not depend on a message type: compile time.)
 absl::Status ToAbslStatus(const grpc::Status& s);
 
 // A call's trailing metadata, copied out of gRPC's buffers.

@@ -19,7 +19,7 @@ namespace internal {
 
 // Which position/cursor/resync fields a spec sets (StreamSpec and
 // BidiStreamSpec share their names). The checks below are compiled in the
-// library, not in every user translation unit (issue 12).
+// library, not in every user translation unit (compile time).
 struct PositionFields {
   bool sequence_of = false;
   bool position_of = false;

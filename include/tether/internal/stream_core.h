@@ -5,7 +5,7 @@
 // (src/streams/stream_core.cc), and reaches the typed side through
 // `StreamParts` (the request, the attempt factory, the messages read ahead)
 // and the type-erased `StreamHooks`. A user translation unit instantiates
-// only `TypedStreamParts` and `SinkListener` (issue 12: compile time). It
+// only `TypedStreamParts` and `SinkListener` (compile time). It
 // talks to a `ConnectionSource` and leaves the rest to its parts:
 //   - `PositionGate` (position_gate.h): which message is delivered;
 //   - `ReopenBudget` (reopen_budget.h): when to try again, when to give up;
@@ -47,7 +47,7 @@ absl::StatusOr<StreamSetup> PrepareStream(ReconnectingStreamOptions& options);
 // public specs (StreamSpec, BidiStreamSpec) are translated into this by
 // typed code (spec_hooks.h). The functions that take a message or a request
 // live in the typed `StreamParts` (no per-hook std::function wrappers to
-// compile in every user TU, issue 12); the flags below say which the spec
+// compile in every user TU); the flags below say which the spec
 // gave. All functions are app code: the core calls them with no lock held.
 struct StreamHooks {
   // Integer positions (`StreamParts::PositionOf`); nullopt: the message
@@ -68,7 +68,7 @@ struct StreamHooks {
   absl::optional<std::uint64_t> initial_position;
 
   // What few streams use lives behind one pointer, allocated only when one
-  // of its fields is set (issue 12: bytes per open stream).
+  // of its fields is set (bytes per open stream).
   struct Rare {
     bool trim_delivered = false;  // StreamParts::TrimDelivered
     // Opaque cursors (instead of `position_of`; StreamParts::CursorOf);

@@ -16,6 +16,8 @@
 #include "absl/types/optional.h"
 #include "ledger/ledger.grpc.pb.h"
 #include "tether/client.h"
+#include "tether/resolved_endpoints.h"
+#include "tether/resync_pool.h"
 
 using tether::examples::ledger::v1::AccountEvent;
 using tether::examples::ledger::v1::Ledger;

@@ -470,19 +470,20 @@ absl::StatusOr<ConnectionPick> PoolCore::Pick(
         if (entry.second.draining) continue;
         endpoint_picks[entry.second.group] += entry.second.picks;
       }
-      auto tier = [&](const Conn& c) {
-        return AvoidedLocked(c) || groups_.at(c.group).suspected_until > now ||
-                       (left != nullptr && c.group == left->group)
-                   ? 1
-                   : 0;
-      };
       int best_tier = 0;
       std::size_t best_endpoint_picks = 0;
       for (auto& entry : conns_) {
         Conn& c = entry.second;
         const int rank = PickRank(c.state);
         if (!c.Live() || rank < 0 || &c == left) continue;
-        const int t = tier(c);
+        // Tier 1: avoided, its endpoint under suspicion, or the endpoint
+        // this stream just left. (Inline, not a lambda: the thread-safety
+        // analysis does not see mu_ held inside one.)
+        const int t = AvoidedLocked(c) ||
+                              groups_.at(c.group).suspected_until > now ||
+                              (left != nullptr && c.group == left->group)
+                          ? 1
+                          : 0;
         const std::size_t ep = endpoint_picks[c.group];
         if (best == nullptr || t < best_tier ||
             (t == best_tier &&

@@ -2,7 +2,7 @@
 // Internal: the attempts/migration machine behind `ReconnectingStream` and
 // `ReconnectingBidiStream`. It knows nothing of gRPC, nor of the stream's
 // message types: it is compiled once, in the library
-// (src/streams/stream_core.cc), and reaches the typed side through
+// (src/streams/stream_machine.h), and reaches the typed side through
 // `StreamParts` (the request, the attempt factory, the messages read ahead)
 // and the type-erased `StreamHooks`. A user translation unit instantiates
 // only `TypedStreamParts` and `SinkListener` (compile time). It
@@ -103,7 +103,7 @@ struct StreamHooks {
 };
 
 class StreamCore;
-struct AttemptRecord;  // the core's record of one attempt (stream_core.cc)
+struct AttemptRecord;  // one attempt, as the machine sees it (stream_machine.h)
 
 // The core's side of one attempt: what a typed `AttemptListener` forwards
 // to. Same contract as `AttemptListener` (one call at a time, `OnEnd` once,
@@ -279,7 +279,7 @@ class TypedStreamParts final : public StreamParts,
   const SpecFunctions<Request, Response> fns_;
 };
 
-// The attempts of one stream: see src/streams/stream_core.cc for the
+// The attempts of one stream: see src/streams/stream_machine.h for the
 // machine itself.
 //
 // A stream runs one attempt at a time, except during a migration: when the

@@ -1,0 +1,179 @@
+// Copyright 2026 The tether Authors. Licensed under the Apache License 2.0.
+//
+// An attempt's end: classified outside the lock, decided by `DecideEnd`,
+// carried out here (reopen after a delay, fall back, resync, end).
+#include "streams/stream_machine.h"
+
+namespace tether {
+namespace internal {
+
+void StreamMachine::OnAttemptDone(const std::shared_ptr<AttemptRec>& rec,
+                                  const absl::Status& status,
+                                  const Metadata& trailers) {
+  bool by_client = false;
+  bool received = false;
+  {
+    MutexLock lock(&mu_);
+    by_client = rec->cancel_requested;
+    received = rec->got_message;
+  }
+  // The classifier and `resync_on_end` are app code: outside the lock.
+  EndClass cls = EndClass::kOk;
+  absl::Status classifier_threw;
+  RetryPushback pushback;
+  bool resync = false;
+  if (!by_client && rare_.resync_on_end) {
+    try {
+      resync = rare_.resync_on_end(status);
+    } catch (...) {
+      classifier_threw =
+          CallbackThrew("resync_on_end", std::current_exception());
+    }
+  }
+  if (!by_client && !resync && classifier_threw.ok()) {
+    AttemptEnd end = MakeAttemptEnd(status, trailers);
+    end.received_messages = received;
+    pushback = end.pushback;
+    try {
+      cls = classifier_(end);
+    } catch (...) {
+      classifier_threw = CallbackThrew("classifier", std::current_exception());
+    }
+    // Only the stream's resync_on_end asks for a resync.
+    if (cls == EndClass::kResync) cls = EndClass::kTransient;
+  }
+  Work w;
+  {
+    MutexLock lock(&mu_);
+    rec->pushback = pushback;
+    rec->end_status = status;
+    rec->live = false;
+    DropHoldLocked(*rec, w);
+    --live_attempts_;
+    CancelAttemptTimersLocked(*rec);
+    by_client = rec->cancel_requested;
+    if (rec->handle) {
+      // Dropped after the lock, like every other call into the attempt.
+      w.internal.Add([h = std::move(rec->handle)] {});
+      rec->handle = nullptr;
+    }
+    auto self = this->shared_from_this();
+    const std::uint64_t id = rec->info.connection_id;
+    w.internal.Add(
+        [self, id] { self->source_->Release(id, self->WeakListener()); });
+    resync = resync && !by_client && (rec == current_ || rec == old_);
+    if (resync) cls = EndClass::kResync;
+    RecordLater(rec->ticket, BreakerGate::Classify(status, cls, by_client),
+                status, w);
+    AttemptInfo info = rec->info;
+    Notify(w, [info, status, cls, by_client](StreamObserver& o) {
+      o.OnAttemptEnded(info, status, cls, by_client);
+    });
+    EndFacts facts;
+    facts.role = rec == current_ ? EndFacts::Role::kCurrent
+                 : rec == old_   ? EndFacts::Role::kFallback
+                                 : EndFacts::Role::kRetiring;
+    facts.finishing = phase_ == Phase::kFinishing;
+    facts.status = status;
+    facts.cls = cls;
+    facts.by_client = by_client;
+    facts.callback_error = classifier_threw;
+    facts.announced_drain = rec->draining || rec->noticed;
+    facts.progressed = rec->progressed;
+    facts.has_fallback = old_ != nullptr;
+    facts.pushback_stop = rec->pushback.stop;
+    ApplyEndLocked(rec, DecideEnd(facts), w);
+  }
+  Flush(w);
+}
+
+void StreamMachine::ApplyEndLocked(const std::shared_ptr<AttemptRec>& rec,
+                                   const EndDecision& d, Work& w) {
+  using Action = EndDecision::Action;
+  if (d.report_unannounced) ReportEndLater(*rec, rec->end_status, w);
+  switch (d.action) {
+    case Action::kNothing:
+      MaybeFinalizeLocked();  // the last end of an ending stream
+      return;
+    case Action::kEnd:
+      EndLocked(d.status, w);
+      return;
+    case Action::kResync:
+      BeginResyncLocked(*rec, rec->end_status, w);
+      return;
+    case Action::kDropFallback:
+      old_.reset();
+      handoff_timer_.Cancel(*clock_);
+      return;
+    case Action::kFallBack:
+      // The replacement of a migration failed while the draining attempt
+      // still runs (not cancelled): fall back to it (delivering what it
+      // held) and move again after the delay.
+      FallBackLocked(w);
+      break;
+    case Action::kReopen:
+      break;
+  }
+  const absl::Time now = clock_->Now();
+  absl::StatusOr<absl::Duration> delay =
+      d.after_progress
+          ? absl::StatusOr<absl::Duration>(
+                budget_.AfterProgress(absl::BitGenRef(gen_)))
+          : budget_.OnFailure(now, FailingSince(*rec), rec->end_status,
+                              absl::BitGenRef(gen_));
+  if (d.use_pushback) {
+    delay = WithPushback(std::move(delay), rec->pushback.present,
+                         rec->pushback.delay, now, budget_.failing(),
+                         budget_.failing_since(), max_time_);
+  }
+  if (!delay.ok()) {
+    GiveUpLocked(delay.status(), w);
+    return;
+  }
+  if (d.action == Action::kFallBack) {
+    ArmMigrationTimerLocked(*delay);
+    return;
+  }
+  if (d.unless_starting && starting_) return;  // a move's start is on its way
+  ArmReopenTimerLocked(*delay, rec->end_status, w);
+}
+
+absl::Time StreamMachine::FailingSince(const AttemptRec& rec) {
+  if (!rec.healthy) return rec.started;
+  return stall_timeout_ > absl::ZeroDuration() ? rec.last_activity
+                                               : clock_->Now();
+}
+
+void StreamMachine::ReportEndLater(const AttemptRec& rec,
+                                   const absl::Status& status, Work& w) {
+  auto self = this->shared_from_this();
+  const std::uint64_t id = rec.info.connection_id;
+  ConnectionSource::EndReport report;
+  report.status = status;
+  report.before_first_message = !rec.got_message;
+  report.stalled = rec.stalled;
+  w.internal.Add(
+      [self, id, report] { self->source_->ReportUnannouncedEnd(id, report); });
+}
+
+void StreamMachine::ArmReopenTimerLocked(absl::Duration delay,
+                                         const absl::Status& last, Work& w) {
+  phase_ = Phase::kWaiting;
+  reopen_due_ = clock_->Now() + delay;
+  if (delay > recovery_jitter_) {
+    // Woken early if the source sees a usable connection come back.
+    auto self = this->shared_from_this();
+    w.internal.Add(
+        [self] { self->source_->NotifyWhenAvailable(self->WeakListener()); });
+  }
+  Notify(w, [delay, last](StreamObserver& o) { o.OnBackoff(delay, last); });
+  ArmLocked(reopen_timer_, delay, &StreamMachine::OnReopenTimerLocked);
+}
+
+void StreamMachine::OnReopenTimerLocked(Work& w) {
+  if (phase_ != Phase::kWaiting) return;
+  BeginStartLocked(AttemptReason::kReopen, w);
+}
+
+}  // namespace internal
+}  // namespace tether

@@ -1,0 +1,220 @@
+// Copyright 2026 The tether Authors. Licensed under the Apache License 2.0.
+//
+// The composing machine: the public calls, the drain notice, timers, the end.
+#include "streams/stream_machine.h"
+
+namespace tether {
+namespace internal {
+
+absl::StatusOr<std::shared_ptr<StreamCore>> StreamMachine::Create(
+    std::shared_ptr<ConnectionSource> source,
+    std::unique_ptr<StreamParts> parts, Hooks hooks,
+    ReconnectingStreamOptions options, DoneFn on_done) {
+  absl::StatusOr<StreamSetup> setup = PrepareStream(options);
+  if (!setup.ok()) return setup.status();
+  // One allocation for the core and its control block.
+  return std::shared_ptr<StreamCore>(std::make_shared<StreamMachine>(
+      PassKey(), std::move(source), std::move(parts), std::move(hooks),
+      std::move(options), *std::move(setup), std::move(on_done)));
+}
+
+void StreamMachine::StartFirst() {
+  auto self = this->shared_from_this();
+  Work w;
+  {
+    MutexLock lock(&mu_);
+    BeginStartLocked(AttemptReason::kFirst, w);
+  }
+  Flush(w);
+}
+
+void StreamMachine::Cancel() {
+  auto self = this->shared_from_this();
+  Work w;
+  {
+    MutexLock lock(&mu_);
+    CancelLocked(w);
+  }
+  Flush(w);
+}
+
+void StreamMachine::Detach() {
+  auto self = this->shared_from_this();
+  queue_.Detach();  // first: the cancel below must not reach the app
+  Cancel();
+}
+
+void StreamMachine::Callout(const std::function<void()>& call) {
+  queue_.Callout(call);
+}
+
+StreamStats StreamMachine::stats() {
+  StreamStats s;
+  {
+    MutexLock lock(&mu_);
+    s = stats_;
+  }
+  s.messages_delivered = queue_.delivered();
+  return s;
+}
+
+void StreamMachine::OnConnectionDraining(std::uint64_t connection_id,
+                                         absl::string_view why) {
+  Work w;
+  {
+    MutexLock lock(&mu_);
+    // After the end, nothing reaches the app (not even this notice).
+    if (phase_ == Phase::kFinishing) return;
+    bool ours = false;
+    for (AttemptRec* rec : {current_.get(), old_.get()}) {
+      if (rec && rec->live && rec->info.connection_id == connection_id) {
+        rec->draining = true;
+        ours = true;
+      }
+    }
+    if (starting_) {
+      drained_during_start_.push_back(connection_id);
+      ours = true;
+    }
+    if (!ours) return;
+    std::string reason(why);
+    Notify(w, [connection_id, reason](StreamObserver& o) {
+      o.OnConnectionDraining(connection_id, reason);
+    });
+    MaybeMigrateLocked(/*now=*/false, w);
+  }
+  Flush(w);
+}
+
+StreamMachine::StreamMachine(std::shared_ptr<ConnectionSource> source,
+                             std::unique_ptr<StreamParts> parts, Hooks hooks,
+                             ReconnectingStreamOptions options,
+                             StreamSetup setup, DoneFn on_done)
+    : source_(std::move(source)),
+      parts_(std::move(parts)),
+      hooks_(std::move(hooks)),
+      rare_(hooks_.rare_or_none()),
+      observer_(std::move(options.observer)),
+      clock_(std::move(options.clock)),
+      classifier_(std::move(options.classifier)),
+      migrate_on_drain_(options.migrate_on_drain),
+      fail_fast_on_open_breaker_(options.fail_fast_on_open_breaker),
+      hold_fallback_(options.migration_hold_fallback),
+      handoff_timeout_(options.migration_handoff_timeout),
+      migration_jitter_(options.migration_jitter),
+      settle_time_(options.attempt_settle_time),
+      stall_timeout_(options.stall_timeout),
+      open_timeout_(options.attempt_open_timeout),
+      max_time_(options.max_time_without_progress),
+      recovery_jitter_(options.recovery_jitter),
+      resync_pool_(std::move(options.resync_pool)),
+      breaker_(std::move(options.breaker), clock_),
+      queue_(options.max_buffered_messages, parts_->store(), std::move(on_done),
+             this),
+      gate_(hooks_.initial_position, hooks_.spacing, options.gap_policy,
+            static_cast<bool>(rare_.trim_delivered)),
+      cursors_(rare_.cursor_of
+                   ? std::make_unique<CursorReplay>(rare_.initial_cursor)
+                   : nullptr),
+      budget_(std::move(setup.backoff),
+              ReopenBudget::Limits{options.max_attempts_without_progress,
+                                   options.max_time_without_progress,
+                                   options.reopen_after_progress_jitter}),
+      gen_(setup.seed) {
+  if (hooks_.initial_position) {
+    stats_.has_last_seq = true;
+    stats_.last_delivered_seq = *hooks_.initial_position;
+  }
+}
+
+std::weak_ptr<ConnectionSource::DrainListener> StreamMachine::WeakListener() {
+  return std::weak_ptr<ConnectionSource::DrainListener>(
+      std::static_pointer_cast<ConnectionSource::DrainListener>(
+          this->shared_from_this()));
+}
+
+void StreamMachine::Flush(Work& w) {
+  // One gate check per call: an observer call may destroy the stream,
+  // and nothing runs after that.
+  for (const std::function<void()>& call : w.user) queue_.Callout(call);
+  w.user.clear();
+  w.internal.Run();
+  queue_.Drain();
+}
+
+void StreamMachine::RecordLater(absl::optional<BreakerGate::Ticket>& ticket,
+                                Outcome outcome, absl::Status cause, Work& w) {
+  if (!ticket) return;
+  auto held = std::make_shared<BreakerGate::Ticket>(*std::move(ticket));
+  ticket.reset();
+  auto self = this->shared_from_this();
+  w.internal.Add([self, held, outcome, cause = std::move(cause)] {
+    self->breaker_.Record(std::move(*held), outcome, cause);
+  });
+}
+
+void StreamMachine::GiveUpLocked(const absl::Status& gave_up, Work& w) {
+  Notify(w, [gave_up](StreamObserver& o) { o.OnGaveUp(gave_up); });
+  EndLocked(gave_up, w);
+}
+
+void StreamMachine::CancelLocked(Work& w) {
+  if (phase_ == Phase::kFinishing) return;
+  queue_.Clear();
+  EndLocked(absl::CancelledError("tether: stream cancelled by the client"), w);
+}
+
+void StreamMachine::EndLocked(const absl::Status& status, Work& w) {
+  if (phase_ == Phase::kFinishing) return;
+  phase_ = Phase::kFinishing;
+  final_ = status;
+  reopen_timer_.Cancel(*clock_);
+  handoff_timer_.Cancel(*clock_);
+  migration_timer_.Cancel(*clock_);
+  resync_timer_.Cancel(*clock_);
+  resync_deadline_timer_.Cancel(*clock_);
+  CancelAttemptLocked(current_, w);
+  CancelAttemptLocked(old_, w);
+  if (rare_.on_end_decided) rare_.on_end_decided();
+  MaybeFinalizeLocked();
+}
+
+void StreamMachine::MaybeFinalizeLocked() {
+  if (finalized_ || phase_ != Phase::kFinishing) return;
+  if (live_attempts_ > 0 || starting_) return;
+  finalized_ = true;
+  queue_.Close(final_);
+}
+
+void StreamMachine::ArmLocked(TimerSlot& slot, absl::Duration delay,
+                              TimerFn on_fire) {
+  std::weak_ptr<StreamMachine> weak = this->shared_from_this();
+  TimerSlot* const at = &slot;  // a member: lives as long as the stream
+  slot.Arm(*clock_, delay, [weak, at, on_fire](TimerSlot::Shot shot) {
+    if (auto self = weak.lock()) {
+      self->OnTimer([&](Work& w) {
+        if (at->Claim(shot)) (self.get()->*on_fire)(w);
+      });
+    }
+  });
+}
+
+void StreamMachine::ArmLocked(const std::shared_ptr<AttemptRec>& rec,
+                              TimerSlot AttemptRec::*slot, absl::Duration delay,
+                              AttemptTimerFn on_fire) {
+  std::weak_ptr<StreamMachine> weak = this->shared_from_this();
+  std::weak_ptr<AttemptRec> weak_rec = rec;
+  ((*rec).*slot)
+      .Arm(*clock_, delay,
+           [weak, weak_rec, slot, on_fire](TimerSlot::Shot shot) {
+             auto self = weak.lock();
+             auto r = weak_rec.lock();
+             if (!self || !r) return;
+             self->OnTimer([&](Work& w) {
+               if (((*r).*slot).Claim(shot)) (self.get()->*on_fire)(r, w);
+             });
+           });
+}
+
+}  // namespace internal
+}  // namespace tether

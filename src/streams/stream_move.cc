@@ -1,0 +1,108 @@
+// Copyright 2026 The tether Authors. Licensed under the Apache License 2.0.
+//
+// Moving off an attempt whose connection drains or that went silent, make
+// before break: the replacement, the hand-off, the fallback and its hold.
+#include "streams/stream_machine.h"
+
+namespace tether {
+namespace internal {
+
+void StreamMachine::MaybeMigrateLocked(bool now, Work& w) {
+  if (phase_ != Phase::kRunning || starting_) return;
+  if (!current_ || !current_->running() || !current_->leaving()) {
+    return;
+  }
+  // A stall always moves; a drain only with `migrate_on_drain`.
+  if (!migrate_on_drain_ && !current_->stalled) return;
+  if (old_) {
+    // The replacement's connection drained before it delivered: drop the
+    // replacement, keep the fallback, and move again.
+    CancelAttemptLocked(current_, w);
+    FallBackLocked(w);
+  }
+  if (!now) {
+    if (migration_timer_.armed()) return;  // a move is already scheduled
+    if (migration_jitter_ > absl::ZeroDuration()) {
+      // Spread the moves of many streams leaving one connection.
+      ArmMigrationTimerLocked(gen_.Below(migration_jitter_));
+      return;
+    }
+  }
+  BeginStartLocked(AttemptReason::kMigration, w);
+}
+
+void StreamMachine::ArmMigrationTimerLocked(absl::Duration delay) {
+  ArmLocked(migration_timer_, delay, &StreamMachine::OnMigrationTimerLocked);
+}
+
+void StreamMachine::OnMigrationTimerLocked(Work& w) {
+  MaybeMigrateLocked(/*now=*/true, w);
+}
+
+void StreamMachine::OnHandoffTimerLocked(Work& w) {
+  if (current_ && old_) RetireOldLocked(w);
+}
+
+void StreamMachine::RetireOldLocked(Work& w) {
+  CancelAttemptLocked(old_, w);
+  old_.reset();
+  handoff_timer_.Cancel(*clock_);
+}
+
+void StreamMachine::FallBackLocked(Work& w) {
+  current_ = std::move(old_);
+  old_.reset();
+  handoff_timer_.Cancel(*clock_);
+  ReleaseHoldLocked(w);
+}
+
+bool StreamMachine::ShouldHoldLocked(const AttemptRec& rec,
+                                     const absl::optional<Position>& pos) {
+  if (!hold_fallback_ || !hooks_.position_of || !pos || rec.held ||
+      !gate_.has_last()) {
+    return false;
+  }
+  const Position::Kind kind = pos->kind();
+  if (kind != Position::Kind::kItem && kind != Position::Kind::kItems) {
+    return false;
+  }
+  const bool fallback = &rec == old_.get() && current_ && current_->running() &&
+                        !current_->got_message && current_->info.resumed;
+  const bool leaving = &rec == current_.get() && starting_ && start_is_move_;
+  return (fallback || leaving) && pos->first() > gate_.last();
+}
+
+void StreamMachine::DropHoldLocked(AttemptRec& rec, Work& w) {
+  if (!rec.held) return;
+  rec.held = false;
+  DisposeLater(std::move(held_), w);
+}
+
+void StreamMachine::DisposeLater(std::unique_ptr<Held> held, Work& w) {
+  if (held) w.internal.Add([m = std::move(held->message)] {});
+}
+
+void StreamMachine::ReleaseHoldLocked(Work& w) {
+  const std::shared_ptr<AttemptRec> rec = current_;
+  if (!rec || !rec->held) return;
+  rec->held = false;
+  std::unique_ptr<Held> held = std::move(held_);
+  // An ending stream delivers nothing more (like OnMessage).
+  if (!rec->running() || phase_ == Phase::kFinishing) {
+    DisposeLater(std::move(held), w);
+    return;
+  }
+  absl::optional<std::uint64_t> trim_at;
+  const bool more = AcceptLocked(rec, held->pos, absl::nullopt, absl::nullopt,
+                                 held->message.get(), &trim_at, w);
+  DisposeLater(std::move(held), w);
+  if (!more || !rec->running()) return;
+  if (rec->handle) {
+    w.internal.Add([h = rec->handle] { h->Resume(); });
+  } else {
+    rec->paused = true;  // OnAttemptHandle resumes it
+  }
+}
+
+}  // namespace internal
+}  // namespace tether

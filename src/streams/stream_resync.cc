@@ -1,0 +1,133 @@
+// Copyright 2026 The tether Authors. Licensed under the Apache License 2.0.
+//
+// Resync: the app's `resync` on the stream's pool, its epoch and deadline.
+#include "streams/stream_machine.h"
+
+namespace tether {
+namespace internal {
+
+void StreamMachine::BeginResyncLocked(const AttemptRec& asking,
+                                      const absl::Status& why, Work& w) {
+  if (phase_ == Phase::kFinishing || phase_ == Phase::kResyncing) return;
+  // An attempt that was healthy for the whole time bound before it asked
+  // is no loop (a quiet watch that reconnects long after its last item and
+  // finds its position compacted away): the count starts over.
+  if (asking.healthy && max_time_ != absl::InfiniteDuration() &&
+      clock_->Now() - asking.started >= max_time_) {
+    resyncs_without_progress_ = 0;
+  }
+  absl::Duration delay = absl::ZeroDuration();
+  if (resyncs_without_progress_ > 0) {
+    const absl::Time now = clock_->Now();
+    absl::StatusOr<absl::Duration> d = budget_.OnFailure(
+        now, budget_.failing() ? budget_.failing_since() : now, why,
+        absl::BitGenRef(gen_));
+    if (!d.ok()) {
+      GiveUpLocked(d.status(), w);
+      return;
+    }
+    // An attempt that settled resets the budget (a quiet stream is not a
+    // failing one), so a server that asks for a resync only after each
+    // attempt settled would loop for ever on the budget alone: resyncs
+    // without a new item are also counted on their own.
+    if (resyncs_without_progress_ >= budget_.max_attempts()) {
+      GiveUpLocked(ReopenBudget::GaveUpWith(
+                       why, absl::StrCat(resyncs_without_progress_,
+                                         " resyncs without a new item")),
+                   w);
+      return;
+    }
+    delay = *d;
+  }
+  ++resyncs_without_progress_;  // at most max_attempts (given up above)
+  phase_ = Phase::kResyncing;
+  ++resync_epoch_;
+  resync_why_ = why;
+  reopen_timer_.Cancel(*clock_);
+  handoff_timer_.Cancel(*clock_);
+  migration_timer_.Cancel(*clock_);
+  CancelAttemptLocked(current_, w);
+  CancelAttemptLocked(old_, w);
+  current_.reset();
+  old_.reset();
+  if (delay > absl::ZeroDuration()) {
+    Notify(w, [delay, why](StreamObserver& o) { o.OnBackoff(delay, why); });
+    ArmLocked(resync_timer_, delay, &StreamMachine::PostResyncLocked);
+  } else {
+    PostResyncLocked(w);
+  }
+  // A resync that never calls `done` (a listing that hangs) must not hold
+  // the stream for ever: it ends once the resync has taken the time bound.
+  if (max_time_ != absl::InfiniteDuration()) {
+    ArmLocked(resync_deadline_timer_, delay + max_time_,
+              &StreamMachine::OnResyncTimedOutLocked);
+  }
+}
+
+void StreamMachine::PostResyncLocked(Work& w) {
+  std::weak_ptr<StreamMachine> weak = this->shared_from_this();
+  const std::uint64_t epoch = resync_epoch_;
+  w.internal.Add([weak, epoch, pool = resync_pool_] {
+    pool->Run([weak, epoch] {
+      if (auto self = weak.lock()) self->CallResync(epoch);
+    });
+  });
+}
+
+void StreamMachine::OnResyncTimedOutLocked(Work& w) {
+  if (phase_ != Phase::kResyncing) return;
+  phase_ = Phase::kRunning;
+  GiveUpLocked(absl::DeadlineExceededError(absl::StrCat(
+                   "tether: resync did not call done within "
+                   "max_time_without_progress (",
+                   absl::FormatDuration(max_time_),
+                   "); resync was needed because: ", resync_why_.ToString())),
+               w);
+}
+
+void StreamMachine::CallResync(std::uint64_t epoch) {
+  {
+    MutexLock lock(&mu_);
+    if (phase_ != Phase::kResyncing || epoch != resync_epoch_) return;
+  }
+  std::weak_ptr<StreamMachine> weak = this->shared_from_this();
+  auto once = std::make_shared<std::atomic<bool>>(false);
+  ResyncDone done = [weak, epoch, once](absl::StatusOr<std::uint64_t> r) {
+    if (once->exchange(true)) return;
+    if (auto self = weak.lock()) self->OnResyncDone(epoch, std::move(r));
+  };
+  try {
+    rare_.resync(done);
+  } catch (...) {
+    done(CallbackThrew("resync", std::current_exception()));
+  }
+}
+
+void StreamMachine::OnResyncDone(std::uint64_t epoch,
+                                 absl::StatusOr<std::uint64_t> r) {
+  auto self = this->shared_from_this();
+  Work w;
+  {
+    MutexLock lock(&mu_);
+    if (phase_ != Phase::kResyncing || epoch != resync_epoch_) return;
+    resync_deadline_timer_.Cancel(*clock_);
+    if (!r.ok()) {
+      phase_ = Phase::kRunning;
+      EndLocked(r.status(), w);
+    } else {
+      const std::uint64_t after = *r;
+      gate_.Reset(after);
+      stats_.has_last_seq = true;
+      stats_.last_delivered_seq = after;
+      ++stats_.resyncs;
+      absl::Status why = resync_why_;
+      Notify(w, [why, after](StreamObserver& o) { o.OnResync(why, after); });
+      phase_ = Phase::kRunning;
+      BeginStartLocked(AttemptReason::kResync, w);
+    }
+  }
+  Flush(w);
+}
+
+}  // namespace internal
+}  // namespace tether

@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # Copyright 2026 The tether Authors. Licensed under the Apache License 2.0.
 #
-# Compile time of a user translation unit: bench/compile_time/tu_raw.cc (a
-# hand-written raw gRPC callback reader) against tu_tether.cc (the same
-# watch through one tether::ReconnectingStream over a ConnectionPool), with
-# the exact commands CMake uses for them (compile_commands.json), ccache
-# left out. Runs each RUNS times (default 3) alternating, and prints the
-# medians; the last line is one JSON object: tu_raw_s, tu_tether_s, ratio
-# (target: <= 1.5, see docs/performance.md).
+# Compile time of user translation units, two pairs: bench/compile_time/
+# tu_raw.cc (a hand-written raw gRPC callback reader) against tu_tether.cc
+# (the same watch through one tether::ReconnectingStream over a
+# ConnectionPool); tu_raw_bidi.cc (a raw reader and a raw bidi reactor)
+# against tu_tether_bidi.cc (one ReconnectingStream and one
+# ReconnectingBidiStream). The exact commands CMake uses for them
+# (compile_commands.json), ccache left out. Runs each RUNS times (default 3)
+# alternating within a pair, and prints the medians; the last line is one
+# JSON object: tu_raw_s, tu_tether_s, ratio, tu_raw_bidi_s,
+# tu_tether_bidi_s, bidi_ratio (target for both ratios: <= 1.5, see
+# docs/performance.md).
 #
 #   bench/compile_time.sh BUILD_DIR [RUNS]
 #
@@ -33,7 +37,7 @@ command_for() {
 }
 
 declare -A dirs cmds
-for tu in tu_raw tu_tether; do
+for tu in tu_raw tu_tether tu_raw_bidi tu_tether_bidi; do
   mapfile -t entry < <(command_for "bench/compile_time/${tu}.cc")
   [[ ${#entry[@]} -eq 2 ]] || { echo "no compile command for ${tu}.cc in ${db}" >&2; exit 2; }
   dirs[${tu}]="${entry[0]}"
@@ -46,8 +50,8 @@ done
 now() { date +%s.%N; }
 declare -A times
 for ((i = 0; i < runs; i++)); do
-  order=(tu_raw tu_tether)
-  ((i % 2 == 1)) && order=(tu_tether tu_raw)
+  order=(tu_raw tu_tether tu_raw_bidi tu_tether_bidi)
+  ((i % 2 == 1)) && order=(tu_tether tu_raw tu_tether_bidi tu_raw_bidi)
   for tu in "${order[@]}"; do
     t0="$(now)"
     (cd "${dirs[${tu}]}" && eval "${cmds[${tu}]}")
@@ -59,7 +63,10 @@ done
 median() { tr ' ' '\n' <<<"$1" | sed '/^$/d' | sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else printf "%.3f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 raw="$(median "${times[tu_raw]}")"
 tether="$(median "${times[tu_tether]}")"
+raw_bidi="$(median "${times[tu_raw_bidi]}")"
+tether_bidi="$(median "${times[tu_tether_bidi]}")"
 ratio="$(awk -v a="${raw}" -v b="${tether}" 'BEGIN { printf "%.3f", b / a }')"
-echo "compile time, ${runs} runs each (alternating), seconds: tu_raw ${times[tu_raw]}; tu_tether ${times[tu_tether]}"
-echo "medians: tu_raw ${raw} s, tu_tether ${tether} s, ratio ${ratio}; load average $(cut -d' ' -f1-3 /proc/loadavg)"
-printf '{"tu_raw_s":%s,"tu_tether_s":%s,"ratio":%s,"runs":%s}\n' "${raw}" "${tether}" "${ratio}" "${runs}"
+bidi_ratio="$(awk -v a="${raw_bidi}" -v b="${tether_bidi}" 'BEGIN { printf "%.3f", b / a }')"
+echo "compile time, ${runs} runs each (alternating), seconds: tu_raw ${times[tu_raw]}; tu_tether ${times[tu_tether]}; tu_raw_bidi ${times[tu_raw_bidi]}; tu_tether_bidi ${times[tu_tether_bidi]}"
+echo "medians: tu_raw ${raw} s, tu_tether ${tether} s, ratio ${ratio}; tu_raw_bidi ${raw_bidi} s, tu_tether_bidi ${tether_bidi} s, bidi_ratio ${bidi_ratio}; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+printf '{"tu_raw_s":%s,"tu_tether_s":%s,"ratio":%s,"tu_raw_bidi_s":%s,"tu_tether_bidi_s":%s,"bidi_ratio":%s,"runs":%s}\n' "${raw}" "${tether}" "${ratio}" "${raw_bidi}" "${tether_bidi}" "${bidi_ratio}" "${runs}"

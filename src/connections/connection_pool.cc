@@ -18,6 +18,9 @@ namespace tether {
 
 namespace {
 
+// Longest `ConnectionPoolOptions::label` (a metrics label value).
+constexpr std::size_t kMaxLabel = 256;
+
 std::vector<Endpoint> AsEndpoints(const std::vector<std::string>& addresses) {
   std::vector<Endpoint> out;
   out.reserve(addresses.size());
@@ -144,7 +147,20 @@ absl::Status Validate(const ConnectionPoolOptions& o) {
                      "or infinite, got ",
                      absl::FormatDuration(o.suspect_probation)));
   }
+  if (o.label.size() > kMaxLabel) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ConnectionPoolOptions.label must be at most ", kMaxLabel,
+                     " characters, got ", o.label.size()));
+  }
   return absl::OkStatus();
+}
+
+std::string PoolLabel(const ConnectionPoolOptions& o) {
+  if (!o.label.empty()) return o.label;
+  if (!o.target.empty()) return o.target;
+  if (!o.addresses.empty()) return AddressListLabel(o.addresses);
+  if (o.endpoints != nullptr) return o.endpoints->Label();
+  return "";
 }
 
 absl::StatusOr<std::shared_ptr<ConnectionPool>> ConnectionPool::Create(
@@ -152,6 +168,7 @@ absl::StatusOr<std::shared_ptr<ConnectionPool>> ConnectionPool::Create(
   absl::Status s = Validate(options);
   if (!s.ok()) return s;
   std::shared_ptr<ConnectionPool> pool(new ConnectionPool());
+  pool->label_ = PoolLabel(options);
   pool->driver_ = internal::GrpcConnectionDriver::Create(options);
   pool->core_ = internal::PoolCore::Create(options, pool->driver_.get());
   pool->driver_->SetCore(pool->core_);

@@ -159,11 +159,11 @@ struct ConnectionPoolOptions {
   // then detected within keepalive_time + keepalive_timeout (about 6.3 min).
   // Lower `keepalive_time` only for servers configured to allow it.
   //
-  // Interval between pings. Default 6 min; >= 10 s, or InfiniteDuration to
-  // disable keepalive.
+  // Interval between pings. Default 6 min; in [10 s, 24 h], or
+  // InfiniteDuration to disable keepalive.
   absl::Duration keepalive_time = absl::Minutes(6);
   // How long to wait for a ping's ack before closing the connection.
-  // Default 20 s; > 0 and finite.
+  // Default 20 s; in (0, 24 h].
   absl::Duration keepalive_timeout = absl::Seconds(20);
   // Also ping with no call open. Default false (servers punish it).
   bool keepalive_permit_without_calls = false;

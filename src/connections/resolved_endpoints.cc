@@ -99,6 +99,8 @@ class DnsSource final : public EndpointSource,
     if (thread_.joinable()) thread_.detach();
   }
 
+  std::string Label() const override { return authority_; }
+
   void Start(std::shared_ptr<Sink> sink) override {
     MutexLock lock(&mu_);
     if (started_) return;

@@ -52,7 +52,8 @@ enum class LogEvent {
   kGaveUp,
   kStalled,
   kResync,
-  kStreamDraining,  // a connection draining (told to a stream or a pool)
+  kStreamDraining,  // a connection draining (told to a stream or a pool),
+                    // or a server's drain notice on a stream
   kConnection,      // pool: opened, ready, suspect, restored, retired,
                     // endpoints added, missing, removed, source errors
   kBreakerState,
@@ -127,6 +128,7 @@ class LoggingObserver final
   void OnGaveUp(const absl::Status& status) override;
   void OnStalled(const AttemptInfo& info, absl::Duration silent_for) override;
   void OnResync(const absl::Status& why, std::uint64_t resume_after) override;
+  void OnDrainNotice(const AttemptInfo& info) override;
   // Both StreamObserver's and ConnectionObserver's.
   void OnConnectionDraining(std::uint64_t connection_id,
                             absl::string_view why) override;

@@ -13,12 +13,14 @@ namespace tether {
 
 // Why a stream opened a new attempt.
 enum class AttemptReason {
-  kFirst,      // the stream's first attempt
-  kReopen,     // the previous attempt ended and was classified retryable
-  kMigration,  // the previous attempt's connection is draining (make before
-               // break: the old attempt still runs until this one delivers)
-  kResync,     // the resume position could not be used; the stream starts
-               // again from a position the application supplied
+  kFirst,        // the stream's first attempt
+  kReopen,       // the previous attempt ended and was classified retryable
+  kMigration,    // the previous attempt's connection is draining (make before
+                 // break: the old attempt still runs until this one delivers)
+  kResync,       // the resume position could not be used; the stream starts
+                 // again from a position the application supplied
+  kDrainNotice,  // the server sent its drain notice on the previous attempt
+                 // (make before break, as kMigration)
 };
 
 absl::string_view AttemptReasonName(AttemptReason r);
@@ -80,6 +82,10 @@ class StreamObserver {
   // A connection this stream uses started draining.
   virtual void OnConnectionDraining(std::uint64_t /*connection_id*/,
                                     absl::string_view /*why*/) {}
+  // Attempt `info` received the server's drain notice
+  // (`StreamSpec::is_drain_notice`): the stream moves off it, and its next
+  // attempt starts for `AttemptReason::kDrainNotice`.
+  virtual void OnDrainNotice(const AttemptInfo& /*info*/) {}
 };
 
 }  // namespace tether

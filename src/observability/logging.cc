@@ -119,6 +119,13 @@ internal::LogLine StalledLine(const AttemptInfo& info,
                       info.attempt, info.connection_id, Readable(silent_for))};
 }
 
+internal::LogLine DrainNoticeLine(const AttemptInfo& info) {
+  return {LogEvent::kStreamDraining, LogSeverity::kInfo,
+          absl::StrFormat("attempt %d on connection %d: the server sent its "
+                          "drain notice; moving",
+                          info.attempt, info.connection_id)};
+}
+
 internal::LogLine ResyncLine(const absl::Status& why,
                              std::uint64_t resume_after) {
   return {LogEvent::kResync, LogSeverity::kWarning,
@@ -371,6 +378,10 @@ void LoggingObserver::OnResync(const absl::Status& why,
   Log(ResyncLine(why, resume_after));
 }
 
+void LoggingObserver::OnDrainNotice(const AttemptInfo& info) {
+  Log(DrainNoticeLine(info));
+}
+
 // One stream's lines, each starting with "stream <name>: ", through the
 // parent's sink, prefix and rate limits. A connection draining is the
 // pool's line (said once for every stream on it): the stream's next attempt
@@ -406,6 +417,9 @@ class LoggingObserver::StreamLog final : public StreamObserver {
   }
   void OnResync(const absl::Status& why, std::uint64_t resume_after) override {
     Log(ResyncLine(why, resume_after));
+  }
+  void OnDrainNotice(const AttemptInfo& info) override {
+    Log(DrainNoticeLine(info));
   }
 
  private:

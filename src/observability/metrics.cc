@@ -60,7 +60,7 @@ std::vector<MetricDescriptor> BuildDescriptors() {
        K::kCounter,
        "tether.client.migrations",
        "{attempt}",
-       "Attempts started because the connection was draining",
+       "Attempts started because the connection or server was draining",
        {kMethod, kTarget},
        {}},
       {M::kDuplicatesDropped,
@@ -260,7 +260,8 @@ void MetricsStreamObserver::OnAttemptStarted(const AttemptInfo& info) {
   const absl::string_view ls[] = {method_, target_,
                                   AttemptReasonName(info.reason)};
   sink_->Add(MetricId::kAttemptStarted, ls, 1);
-  if (info.reason == AttemptReason::kMigration) {
+  if (info.reason == AttemptReason::kMigration ||
+      info.reason == AttemptReason::kDrainNotice) {
     sink_->Add(MetricId::kMigrations, l, 1);
   }
 }
@@ -322,7 +323,7 @@ void MetricsStreamObserver::OnStalled(const AttemptInfo& /*info*/,
 }
 
 void MetricsStreamObserver::OnResync(const absl::Status& /*why*/,
-                                      std::uint64_t /*resume_after*/) {
+                                     std::uint64_t /*resume_after*/) {
   if (!sink_) return;
   const absl::string_view l[] = {method_, target_};
   sink_->Add(MetricId::kResyncs, l, 1);
@@ -543,6 +544,9 @@ class StreamFanOut final : public StreamObserver {
   }
   void OnConnectionDraining(std::uint64_t id, absl::string_view w) override {
     for (auto& o : v_) o->OnConnectionDraining(id, w);
+  }
+  void OnDrainNotice(const AttemptInfo& i) override {
+    for (auto& o : v_) o->OnDrainNotice(i);
   }
 
  private:

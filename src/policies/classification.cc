@@ -38,6 +38,8 @@ absl::string_view AttemptReasonName(AttemptReason r) {
       return "migration";
     case AttemptReason::kResync:
       return "resync";
+    case AttemptReason::kDrainNotice:
+      return "drain_notice";
   }
   return "unknown";
 }

@@ -3,6 +3,7 @@
 // migration (fake transport, fake clock), the pool's connection gauge and
 // the breaker's state gauge.
 #include "tether/metrics.h"
+#include "tether/resolved_endpoints.h"
 
 #include <memory>
 #include <set>
@@ -287,6 +288,9 @@ TEST(PoolLabelTest, DerivedFromWhereThePoolConnectsUnlessSet) {
   ConnectionPoolOptions resolved;
   resolved.endpoints = std::make_shared<SilentSource>();
   EXPECT_EQ(PoolLabel(resolved), "endpoints");  // the interface's default
+  ConnectionPoolOptions dns;
+  dns.endpoints = ResolvedEndpoints("dns:///svc.example:7000").value();
+  EXPECT_EQ(PoolLabel(dns), "svc.example:7000");  // the name it looks up
 }
 
 TEST(PoolLabelTest, ALabelLongerThan256CharactersIsRejected) {

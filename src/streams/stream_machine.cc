@@ -110,7 +110,7 @@ StreamMachine::StreamMachine(std::shared_ptr<ConnectionSource> source,
       resync_pool_(std::move(options.resync_pool)),
       breaker_(std::move(options.breaker), clock_),
       queue_(options.max_buffered_messages, parts_->store(), std::move(on_done),
-             this),
+             this, observer_.get()),
       gate_(hooks_.initial_position, hooks_.spacing, options.gap_policy,
             static_cast<bool>(rare_.trim_delivered)),
       cursors_(rare_.cursor_of
@@ -155,19 +155,26 @@ void StreamMachine::RecordLater(absl::optional<BreakerGate::Ticket>& ticket,
 
 void StreamMachine::GiveUpLocked(const absl::Status& gave_up, Work& w) {
   Notify(w, [gave_up](StreamObserver& o) { o.OnGaveUp(gave_up); });
-  EndLocked(gave_up, w);
+  EndLocked(gave_up, StreamEnd::kGaveUp, w);
 }
 
 void StreamMachine::CancelLocked(Work& w) {
   if (phase_ == Phase::kFinishing) return;
   queue_.Clear();
-  EndLocked(absl::CancelledError("tether: stream cancelled by the client"), w);
+  EndLocked(absl::CancelledError("tether: stream cancelled by the client"),
+            StreamEnd::kCancelled, w);
 }
 
 void StreamMachine::EndLocked(const absl::Status& status, Work& w) {
+  EndLocked(status, status.ok() ? StreamEnd::kFinished : StreamEnd::kFailed, w);
+}
+
+void StreamMachine::EndLocked(const absl::Status& status, StreamEnd how,
+                              Work& w) {
   if (phase_ == Phase::kFinishing) return;
   phase_ = Phase::kFinishing;
   final_ = status;
+  Notify(w, [status, how](StreamObserver& o) { o.OnStreamEnded(status, how); });
   reopen_timer_.Cancel(*clock_);
   handoff_timer_.Cancel(*clock_);
   migration_timer_.Cancel(*clock_);

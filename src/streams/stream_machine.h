@@ -446,6 +446,10 @@ class StreamMachine final : public StreamCore,
   void EndLocked(const absl::Status& status, Work& w)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  // The end, and how it came (the observer's `OnStreamEnded`).
+  void EndLocked(const absl::Status& status, StreamEnd how, Work& w)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   // The end reaches the app once no attempt is live and no start is in
   // flight (their picks and permits are given back first).
   void MaybeFinalizeLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

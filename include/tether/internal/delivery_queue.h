@@ -18,6 +18,9 @@
 #include "tether/internal/mutex.h"
 
 namespace tether {
+
+class StreamObserver;
+
 namespace internal {
 
 // Marks, for the current thread, that a callout of `owner` is running, so
@@ -112,9 +115,10 @@ class DeliveryQueue {
   using DoneFn = std::function<void(const absl::Status&)>;
 
   // `store->has_on_message()` and `on_done` both set (callback mode) or both
-  // empty (reader mode). `store` and `owner` must outlive the queue.
+  // empty (reader mode). `store`, `owner` and `observer` (null: none; told
+  // `OnMessageDelivered` after each message) must outlive the queue.
   DeliveryQueue(std::size_t capacity, MessageStore* store, DoneFn on_done,
-                DeliveryQueueOwner* owner);
+                DeliveryQueueOwner* owner, StreamObserver* observer = nullptr);
 
   // Queues a message (`*message`, a T, is moved from). Returns false when
   // the queue is now full: the producer should stop reading until the
@@ -165,6 +169,9 @@ class DeliveryQueue {
   absl::Status DeliverOneLocked()
       ABSL_UNLOCK_FUNCTION(mu_) ABSL_NO_THREAD_SAFETY_ANALYSIS;
 
+  // Tells the observer a message reached the app; call with no lock held.
+  void TellDelivered() ABSL_LOCKS_EXCLUDED(mu_);
+
   // Whether a full queue just got room (the producer should resume).
   bool TakeSpaceLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -176,6 +183,7 @@ class DeliveryQueue {
   MessageStore* const store_;  // guarded by mu_ (its contents)
   const DoneFn on_done_;
   DeliveryQueueOwner* const owner_;
+  StreamObserver* const observer_;
   const bool callback_mode_;
 
   Mutex mu_;

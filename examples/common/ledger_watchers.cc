@@ -170,10 +170,14 @@ absl::StatusOr<std::unique_ptr<TetherWatch>> TetherWatch::Make(
   Stream::Spec spec;
   spec.start = StartWith<lv1::Ledger>(&lv1::Ledger::Stub::async::WatchAccount);
   spec.request.set_account(recorder->account());
-  // A drain notice is a control message: no position, and the recorder
-  // skips it (acting on it is the client's drain hook, not this example's).
+  // A replica that leaves (ledger_server --shutdown=tether) sends a drain
+  // notice on each watch: the stream moves make before break on it, as on
+  // a GOAWAY, also behind an L7 proxy that hides the GOAWAY.
+  spec.is_drain_notice = [](const lv1::AccountEvent& e) {
+    return e.drain_notice();
+  };
   spec.position_of = [](const lv1::AccountEvent& e) {
-    return e.drain_notice() ? Position::None() : Position::Item(e.seq());
+    return Position::Item(e.seq());
   };
   spec.resume_after = [](lv1::WatchAccountRequest& r, std::uint64_t seq) {
     r.set_after_seq(seq);

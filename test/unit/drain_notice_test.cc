@@ -15,6 +15,7 @@
 #include "streams/notice_pace.h"
 #include "test/unit/stream_fixture.h"
 #include "tether/circuit_breaker.h"
+#include "tether/testing/delivery_checker.h"
 
 namespace tether {
 namespace stream_test {
@@ -284,6 +285,29 @@ TEST_F(DrainNoticeTest, ABidiReplacementThatIsNoticedToo) {
   clock_->RunDue();
   EXPECT_EQ(stream->outbox_size(), 0u);
   EXPECT_THAT(got(), ElementsAre(1, 2));
+}
+
+// The shipped DeliveryChecker knows a delivered notice has no position,
+// and its observer passes OnDrainNotice on to the app's.
+TEST_F(DrainNoticeTest, TheDeliveryCheckerPassesAStreamThatDeliversNotices) {
+  Stream::Spec spec = NoticeSpec();
+  spec.deliver_drain_notice = true;
+  auto checker = fakes::DeliveryChecker<Resp>::For(spec, options_);
+  options_.observer = checker.Observer(events_);
+  auto made = Stream::Start(source_, std::move(spec), options_,
+                            checker.OnMessage(), checker.OnDone());
+  ASSERT_TRUE(made.ok()) << made.status();
+  auto old = transport_->attempt(0);
+  old->Send(M(1));
+  old->Send(Notice());
+  ASSERT_EQ(transport_->attempt_count(), 2u);
+  transport_->attempt(1)->Send(M(2));
+  clock_->RunDue();
+  EXPECT_EQ(checker.delivered(), 3u);
+  EXPECT_TRUE(checker.status().ok()) << checker.status();
+  EXPECT_THAT(events_->reasons(),
+              ElementsAre(AttemptReason::kFirst, AttemptReason::kDrainNotice));
+  EXPECT_EQ(events_->notices(), 1);
 }
 
 // The pace as a plain value.

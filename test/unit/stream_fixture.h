@@ -122,7 +122,7 @@ class Recorder {
 };
 
 // What the stream did: attempts started and ended, backoffs, duplicates,
-// gaps, resyncs, give-ups.
+// gaps, resyncs, give-ups, drain notices.
 class Events final : public StreamObserver {
  public:
   void OnDuplicateDropped(std::uint64_t seq, std::uint64_t) override {
@@ -157,6 +157,10 @@ class Events final : public StreamObserver {
   void OnResync(const absl::Status&, std::uint64_t after) override {
     std::lock_guard<std::mutex> l(mu_);
     resyncs_.push_back(after);
+  }
+  void OnDrainNotice(const AttemptInfo&) override {
+    std::lock_guard<std::mutex> l(mu_);
+    ++notices_;
   }
 
   struct Ended {
@@ -198,6 +202,11 @@ class Events final : public StreamObserver {
     std::lock_guard<std::mutex> l(mu_);
     return gave_up_;
   }
+  // Drain notices heard.
+  int notices() {
+    std::lock_guard<std::mutex> l(mu_);
+    return notices_;
+  }
   // (connection, silence) of every stall.
   std::vector<std::pair<std::uint64_t, absl::Duration>> stalled() {
     std::lock_guard<std::mutex> l(mu_);
@@ -219,6 +228,7 @@ class Events final : public StreamObserver {
   std::vector<std::uint64_t> duplicates_;
   std::vector<std::pair<std::uint64_t, std::uint64_t>> gaps_;
   int gave_up_ = 0;
+  int notices_ = 0;
   std::vector<std::pair<std::uint64_t, absl::Duration>> stalled_;
 };
 

@@ -330,6 +330,14 @@ class DeliveryChecker {
     rules.deliver_progress = spec.deliver_progress;
     rules.initial_position = InitialPosition(spec);
     rules.cursor_of = spec.cursor_of;
+    if (spec.is_drain_notice && rules.position_of) {
+      // A delivered drain notice carries no position (a control message).
+      auto notice = spec.is_drain_notice;
+      auto of = std::move(rules.position_of);
+      rules.position_of = [notice, of](const Response& r) {
+        return notice(r) ? absl::optional<Position>(Position::None()) : of(r);
+      };
+    }
     return DeliveryChecker(std::move(rules));
   }
 
@@ -506,6 +514,9 @@ class DeliveryChecker {
     void OnConnectionDraining(std::uint64_t id,
                               absl::string_view why) override {
       if (next_) next_->OnConnectionDraining(id, why);
+    }
+    void OnDrainNotice(const AttemptInfo& info) override {
+      if (next_) next_->OnDrainNotice(info);
     }
 
    private:

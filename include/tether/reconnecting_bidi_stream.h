@@ -221,8 +221,8 @@ class ReconnectingBidiStream {
     // replays that write, would never send it again: the app would miss
     // the acknowledgement. So acknowledged streams deliver during a move.
     if (spec.acknowledges) options.migration_hold_fallback = false;
-    auto box =
-        std::make_shared<Box>(options.max_outbox, std::move(spec.acknowledges));
+    auto box = std::make_shared<Box>(
+        options.max_outbox, std::move(spec.acknowledges), options.observer);
     using Open = internal::BidiOpen<Request>;
     internal::StreamHooks hooks;
     hooks.initial_position = spec.initial_position;

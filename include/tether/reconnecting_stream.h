@@ -19,6 +19,7 @@
 #include "tether/internal/stream_core.h"
 #include "tether/position.h"
 #include "tether/stream_options.h"
+#include "tether/target.h"
 #include "tether/transport.h"
 
 namespace tether {
@@ -145,28 +146,6 @@ struct StreamSpec {
   // duplicates. Default: none; the first message sets the baseline. Needs
   // `sequence_of` or `position_of` (INVALID_ARGUMENT otherwise).
   absl::optional<std::uint64_t> initial_last_seq;
-};
-
-// Where a stream opens its attempts: one channel, or a `ConnectionSource`
-// such as a `ConnectionPool` (drain-aware). Implicitly built from either.
-// A pool creates its own channels (credentials and interceptors come from
-// `ConnectionPoolOptions`); a single channel is the caller's: build it with
-// `grpc::experimental::CreateCustomChannelWithInterceptors` to intercept.
-class Target {
- public:
-  Target(std::shared_ptr<grpc::Channel> channel)  // NOLINT: implicit
-      : source_(SingleChannelSource(std::move(channel))) {}
-  Target(std::shared_ptr<ConnectionSource> source)  // NOLINT: implicit
-      : source_(std::move(source)) {}
-  template <class Source, class = std::enable_if_t<
-                              std::is_base_of<ConnectionSource, Source>::value>>
-  Target(std::shared_ptr<Source> source)  // NOLINT: implicit
-      : source_(std::move(source)) {}
-
-  const std::shared_ptr<ConnectionSource>& source() const { return source_; }
-
- private:
-  std::shared_ptr<ConnectionSource> source_;
 };
 
 // A server stream that survives its server going away.

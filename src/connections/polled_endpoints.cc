@@ -33,8 +33,10 @@ std::string KeyOf(const Endpoint& e) {
 class PolledSource final : public EndpointSource,
                            public std::enable_shared_from_this<PolledSource> {
  public:
-  PolledSource(PolledLookup look_up, ResolverOptions options)
+  PolledSource(PolledLookup look_up, ResolverOptions options,
+               std::string label)
       : look_up_(std::move(look_up)),
+        label_(std::move(label)),
         options_(std::move(options)),
         clock_(options_.clock),
         schedule_(options_) {
@@ -49,6 +51,8 @@ class PolledSource final : public EndpointSource,
     // and after Stop joined it, or detached it when Stop ran on it.
     if (thread_.joinable()) thread_.detach();
   }
+
+  std::string Label() const override { return label_; }
 
   void Start(std::shared_ptr<Sink> sink) override {
     MutexLock lock(&mu_);
@@ -156,6 +160,7 @@ class PolledSource final : public EndpointSource,
   }
 
   const PolledLookup look_up_;
+  const std::string label_;
   const ResolverOptions options_;
   std::shared_ptr<Clock> clock_;
   // Assigned once in Start (under mu_); then used only by Stop and the
@@ -178,9 +183,10 @@ class PolledSource final : public EndpointSource,
 }  // namespace
 
 std::shared_ptr<EndpointSource> NewPolledSource(PolledLookup look_up,
-                                                ResolverOptions options) {
+                                                ResolverOptions options,
+                                                std::string label) {
   return std::make_shared<PolledSource>(std::move(look_up),
-                                        std::move(options));
+                                        std::move(options), std::move(label));
 }
 
 }  // namespace internal

@@ -8,6 +8,7 @@
 
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -33,8 +34,10 @@ using PolledLookup =
 // thread, on the schedule of `ResolveSchedule`. An error, or an answer with
 // no endpoint, is passed on as `OnEndpointsError` (the pool keeps its last
 // set) and backs off. `options` must be valid; `look_up` not null.
-std::shared_ptr<EndpointSource> NewPolledSource(PolledLookup look_up,
-                                                ResolverOptions options);
+// `label` is the source's `Label()`.
+std::shared_ptr<EndpointSource> NewPolledSource(
+    PolledLookup look_up, ResolverOptions options,
+    std::string label = "endpoints");
 
 }  // namespace internal
 }  // namespace tether

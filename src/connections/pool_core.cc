@@ -132,19 +132,23 @@ std::size_t DrainFanOut(std::size_t listeners) {
 }
 
 std::shared_ptr<PoolCore> PoolCore::Create(const ConnectionPoolOptions& options,
-                                           ConnectionDriver* driver) {
-  return std::shared_ptr<PoolCore>(new PoolCore(options, driver));
+                                           ConnectionDriver* driver,
+                                           std::uint64_t seed) {
+  return std::shared_ptr<PoolCore>(new PoolCore(options, driver, seed));
 }
 
 PoolCore::PoolCore(const ConnectionPoolOptions& options,
-                   ConnectionDriver* driver)
+                   ConnectionDriver* driver, std::uint64_t seed)
     : options_(options),
       driver_(driver),
       clock_(options.clock),
       observer_(options.observer) {
   MutexLock lock(&mu_);
-  absl::BitGen seed;
-  rng_.seed(absl::Uniform<std::uint64_t>(seed));
+  if (seed == 0) {
+    absl::BitGen entropy;
+    seed = absl::Uniform<std::uint64_t>(entropy);
+  }
+  rng_.seed(seed);
   if (clock_ == nullptr) {
     // SystemClock() is never destroyed: hold it without owning it.
     clock_ = std::shared_ptr<Clock>(&SystemClock(), [](Clock*) {});

@@ -120,8 +120,11 @@ class PoolCore final : public ConnectionSource,
                        public std::enable_shared_from_this<PoolCore> {
  public:
   // `options` must be valid. `driver` must outlive the core's `Shutdown()`.
+  // `seed` seeds the probe jitter (0: from entropy; a simulation passes its
+  // own so that a run repeats).
   static std::shared_ptr<PoolCore> Create(const ConnectionPoolOptions& options,
-                                          ConnectionDriver* driver);
+                                          ConnectionDriver* driver,
+                                          std::uint64_t seed = 0);
 
   // Takes the options' first endpoint set (the target as one endpoint, or
   // each address) and opens a connection to each. Separate from `Create` so
@@ -246,7 +249,8 @@ class PoolCore final : public ConnectionSource,
   };
   using Waiters = std::set<std::weak_ptr<DrainListener>,
                            std::owner_less<std::weak_ptr<DrainListener>>>;
-  PoolCore(const ConnectionPoolOptions& options, ConnectionDriver* driver);
+  PoolCore(const ConnectionPoolOptions& options, ConnectionDriver* driver,
+           std::uint64_t seed);
 
   // Each `...Locked` method adds what must happen after the lock (observer
   // and listener calls, link closes) to `later`.

@@ -212,8 +212,9 @@ absl::StatusOr<std::shared_ptr<EndpointSource>> ResolvedEndpoints(
   if (!EndpointKey(absl::StrCat(name.host, ":", name.port)).ok()) {
     return BadTarget(target, "has an invalid host name");
   }
+  std::string label = absl::StrCat(name.host, ":", name.port);
   return internal::NewPolledSource(LookUpName(std::move(name)),
-                                  std::move(options));
+                                  std::move(options), std::move(label));
 }
 
 }  // namespace tether

@@ -263,7 +263,7 @@ class StreamCoreImpl final
         resync_pool_(std::move(options.resync_pool)),
         breaker_(std::move(options.breaker), clock_),
         queue_(options.max_buffered_messages, parts_->store(),
-               std::move(on_done), this),
+               std::move(on_done), this, observer_.get()),
         gate_(hooks_.initial_position, hooks_.spacing, options.gap_policy,
               static_cast<bool>(rare_.trim_delivered)),
         cursors_(rare_.cursor_of ? std::make_unique<CursorLog>() : nullptr),
@@ -1601,21 +1601,29 @@ class StreamCoreImpl final
   void GiveUpLocked(const absl::Status& gave_up, Work& w)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     Notify(w, [gave_up](StreamObserver& o) { o.OnGaveUp(gave_up); });
-    EndLocked(gave_up, w);
+    EndLocked(gave_up, StreamEnd::kGaveUp, w);
   }
 
   void CancelLocked(Work& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (phase_ == Phase::kFinishing) return;
     queue_.Clear();
     EndLocked(absl::CancelledError("tether: stream cancelled by the client"),
-              w);
+              StreamEnd::kCancelled, w);
   }
 
   void EndLocked(const absl::Status& status, Work& w)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    EndLocked(status, status.ok() ? StreamEnd::kFinished : StreamEnd::kFailed,
+              w);
+  }
+
+  void EndLocked(const absl::Status& status, StreamEnd how, Work& w)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (phase_ == Phase::kFinishing) return;
     phase_ = Phase::kFinishing;
     final_ = status;
+    Notify(w,
+           [status, how](StreamObserver& o) { o.OnStreamEnded(status, how); });
     CancelTimerLocked(reopen_timer_);
     CancelTimerLocked(handoff_timer_);
     CancelTimerLocked(migration_timer_);

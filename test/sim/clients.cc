@@ -1,0 +1,374 @@
+// Copyright 2026 The tether Authors. Licensed under the Apache License 2.0.
+#include "test/sim/clients.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+namespace tether {
+namespace sim {
+
+const char* StreamKindName(StreamKind k) {
+  switch (k) {
+    case StreamKind::kDense:
+      return "dense";
+    case StreamKind::kSparse:
+      return "sparse";
+    case StreamKind::kBatch:
+      return "batch";
+    case StreamKind::kCursor:
+      return "cursor";
+    case StreamKind::kBidi:
+      return "bidi";
+  }
+  return "?";
+}
+
+// Attempts of a server stream: calls on the simulated network.
+class Client::Factory final : public AttemptFactory<SimReq, SimMsg> {
+ public:
+  Factory(Network& network, Feed& feed) : network_(network), feed_(feed) {}
+  std::shared_ptr<Attempt> Start(
+      const ConnectionPick& pick, const SimReq& request,
+      std::shared_ptr<AttemptListener<SimMsg>> listener) override {
+    return network_.StartCall(&feed_, pick.connection_id, request.has_after,
+                              request.after, std::move(listener), nullptr);
+  }
+
+ private:
+  Network& network_;
+  Feed& feed_;
+};
+
+class Client::BidiFactory final : public BidiAttemptFactory<SimWrite, SimMsg> {
+ public:
+  BidiFactory(Network& network, Feed& feed) : network_(network), feed_(feed) {}
+  std::shared_ptr<Attempt> Start(
+      const ConnectionPick& pick, const ResumeState& resume,
+      std::shared_ptr<BidiWrites<SimWrite>> writes,
+      std::shared_ptr<AttemptListener<SimMsg>> listener) override {
+    return network_.StartCall(&feed_, pick.connection_id, resume.has_position,
+                              resume.last, std::move(listener),
+                              std::move(writes));
+  }
+
+ private:
+  Network& network_;
+  Feed& feed_;
+};
+
+Client::Client(World& world, Network& network,
+               std::shared_ptr<ConnectionSource> source, Feed& feed,
+               StreamKind kind, AppBehavior app,
+               ReconnectingStreamOptions options)
+    : world_(world),
+      network_(network),
+      source_(std::move(source)),
+      feed_(feed),
+      kind_(kind),
+      app_(app),
+      options_(std::move(options)),
+      last_progress_(world.Now()) {}
+
+Client::~Client() { Destroy(); }
+
+std::string Client::Name() const {
+  return absl::StrCat("stream ", feed_.index, " (", StreamKindName(kind_),
+                      ")");
+}
+
+namespace {
+
+template <class Spec>
+void SetPositions(Spec& spec, StreamKind kind, bool deliver_progress) {
+  switch (kind) {
+    case StreamKind::kDense:
+    case StreamKind::kBidi:
+      spec.sequence_of = [](const SimMsg& m) -> absl::optional<std::uint64_t> {
+        return m.first;
+      };
+      break;
+    case StreamKind::kSparse:
+      spec.position_of = [](const SimMsg& m) { return m.position(); };
+      spec.spacing = PositionSpacing::kSparse;
+      spec.deliver_progress = deliver_progress;
+      break;
+    case StreamKind::kBatch:
+      spec.position_of = [](const SimMsg& m) { return m.position(); };
+      spec.trim_delivered = [](SimMsg& m, std::uint64_t last) {
+        m.first = last + 1;
+      };
+      break;
+    case StreamKind::kCursor:
+      spec.cursor_of = [](const SimMsg& m) -> absl::optional<std::string> {
+        return absl::StrCat("c", m.last);
+      };
+      break;
+  }
+}
+
+}  // namespace
+
+// Traces one stream's attempts.
+class Client::Tracer final : public StreamObserver {
+ public:
+  Tracer(World& world, std::string name)
+      : world_(world), name_(std::move(name)) {}
+  void OnAttemptStarted(const AttemptInfo& i) override {
+    world_.Note(absl::StrCat(name_, ": attempt ", i.attempt, " (",
+                             AttemptReasonName(i.reason), ") on connection ",
+                             i.connection_id,
+                             i.resumed ? absl::StrCat(" after ",
+                                                      i.resume_after_seq)
+                                       : std::string()));
+  }
+  void OnAttemptEnded(const AttemptInfo& i, const absl::Status& status,
+                      EndClass, bool by_client) override {
+    world_.Note(absl::StrCat(name_, ": attempt ", i.attempt, " ended ",
+                             status.ToString(),
+                             by_client ? " (by the client)" : ""));
+  }
+  void OnBackoff(absl::Duration d, const absl::Status&) override {
+    world_.Note(absl::StrCat(name_, ": backoff ", absl::FormatDuration(d)));
+  }
+  void OnStalled(const AttemptInfo& i, absl::Duration) override {
+    world_.Note(absl::StrCat(name_, ": attempt ", i.attempt, " stalled"));
+  }
+  void OnGap(std::uint64_t expected, std::uint64_t got) override {
+    world_.Note(absl::StrCat(name_, ": gap ", expected, " -> ", got));
+  }
+  void OnResync(const absl::Status&, std::uint64_t after) override {
+    world_.Note(absl::StrCat(name_, ": resync after ", after));
+  }
+
+ private:
+  World& world_;
+  const std::string name_;
+};
+
+bool Client::Start() {
+  options_.observer = std::make_shared<Tracer>(world_, Name());
+  deliver_progress_ =
+      kind_ == StreamKind::kSparse && world_.rng().Chance(0.5);
+  auto on_violation = [this](const std::string& what) {
+    world_.Fail(absl::StrCat(Name(), ": DeliveryChecker: ", what));
+  };
+  absl::Status started;
+  if (kind_ == StreamKind::kBidi) {
+    BidiStream::Spec spec;
+    spec.attempt_factory = std::make_shared<BidiFactory>(network_, feed_);
+    spec.open_requests = [](const ResumeState& s) {
+      SimWrite open;
+      open.open = true;
+      open.has_from = s.has_position;
+      open.from = s.last;
+      return std::vector<SimWrite>{open};
+    };
+    spec.acknowledges = [](const SimWrite& w, const SimMsg& m) {
+      return m.ack == w.id;
+    };
+    SetPositions(spec, kind_, deliver_progress_);
+    bidi_checker_ =
+        std::make_unique<fakes::BidiDeliveryChecker<SimWrite, SimMsg>>(
+            fakes::BidiDeliveryChecker<SimWrite, SimMsg>::For(spec, options_));
+    bidi_checker_->delivery().SetOnViolation(on_violation);
+    ReconnectingStreamOptions options = options_;
+    options.observer = bidi_checker_->Observer(options.observer);
+    auto s = BidiStream::Start(
+        source_, std::move(spec), options,
+        bidi_checker_->OnMessage([this](SimMsg&& m) { OnMessage(std::move(m)); }),
+        bidi_checker_->OnDone([this](const absl::Status& st) { OnDone(st); }));
+    if (s.ok()) {
+      bidi_ = *std::move(s);
+    } else {
+      started = s.status();
+    }
+  } else {
+    Stream::Spec spec;
+    spec.attempt_factory = std::make_shared<Factory>(network_, feed_);
+    if (kind_ == StreamKind::kCursor) {
+      spec.resume_from_cursor = [](SimReq& r, const std::string& cursor) {
+        r.has_after = absl::SimpleAtoi(cursor.substr(1), &r.after);
+      };
+    } else {
+      spec.resume_after = [](SimReq& r, std::uint64_t last) {
+        r.has_after = true;
+        r.after = last;
+      };
+    }
+    SetPositions(spec, kind_, deliver_progress_);
+    checker_ = std::make_unique<fakes::DeliveryChecker<SimMsg>>(
+        fakes::DeliveryChecker<SimMsg>::For(spec, options_));
+    checker_->SetOnViolation(on_violation);
+    ReconnectingStreamOptions options = options_;
+    options.observer = checker_->Observer(options.observer);
+    auto s = Stream::Start(
+        source_, std::move(spec), options,
+        checker_->OnMessage([this](SimMsg&& m) { OnMessage(std::move(m)); }),
+        checker_->OnDone([this](const absl::Status& st) { OnDone(st); }));
+    if (s.ok()) {
+      stream_ = *std::move(s);
+    } else {
+      started = s.status();
+    }
+  }
+  if (!started.ok()) {
+    world_.Fail(absl::StrCat(Name(), ": Start failed: ", started.ToString()));
+    return false;
+  }
+  return true;
+}
+
+bool Client::Skippable(const SimMsg& e) const {
+  return e.progress && !deliver_progress_;
+}
+
+bool Client::Expect(const SimMsg& m) {
+  std::size_t i = expect_;
+  while (i < feed_.log.size() && Skippable(feed_.log[i])) ++i;
+  if (i < feed_.log.size()) {
+    const SimMsg& e = feed_.log[i];
+    const bool trimmed = !e.progress && e.first < e.last &&
+                         m.last == e.last && has_last_ &&
+                         m.first == last_ + 1 && e.first <= last_;
+    if (m.SameAs(e) || trimmed) {
+      expect_ = i + 1;
+      return true;
+    }
+  }
+  world_.Fail(absl::StrCat(
+      Name(), ": delivered ", m.ToString(), " but the log's next entry after ",
+      has_last_ ? absl::StrCat("position ", last_) : std::string("the start"),
+      " is ",
+      i < feed_.log.size() ? feed_.log[i].ToString() : std::string("none"),
+      i > expect_ ? " (after skipped progress notices)" : ""));
+  return false;
+}
+
+void Client::OnMessage(SimMsg&& m) {
+  if (destroyed_) return;  // the checker reports it
+  ++delivered_;
+  if (m.compacted) return;  // never delivered by a resyncing stream
+  if (Expect(m)) {
+    has_last_ = true;
+    last_ = m.last;
+    last_progress_ = world_.Now();
+  }
+  if (m.ack) {
+    if (acked_at_.size() <= m.ack) {
+      acked_at_.resize(m.ack + 1, absl::InfiniteFuture());
+    }
+    acked_at_[m.ack] = std::min(acked_at_[m.ack], world_.Now());
+  }
+  if (app_.slow_callback > 0 && world_.rng().Chance(app_.slow_callback)) {
+    in_callback_ = true;
+    world_.clock()->AdvanceBy(
+        world_.rng().Between(absl::Microseconds(10), absl::Milliseconds(50)));
+    in_callback_ = false;
+  }
+  if (app_.reentrant_end > 0 && world_.rng().Chance(app_.reentrant_end)) {
+    if (world_.rng().Chance(0.5)) {
+      world_.Note(absl::StrCat(Name(), ": the app cancels from on_message"));
+      Cancel();
+    } else {
+      world_.Note(absl::StrCat(Name(), ": the app destroys from on_message"));
+      Destroy();
+    }
+  }
+}
+
+void Client::OnDone(const absl::Status& status) {
+  done_ = true;
+  done_status_ = status;
+  done_at_ = world_.Now();
+  world_.Note(absl::StrCat(Name(), ": on_done ", status.ToString()));
+  if (cancelled_) {
+    if (status.code() != absl::StatusCode::kCancelled) {
+      world_.Fail(absl::StrCat(Name(), ": cancelled by the app but ended ",
+                               status.ToString()));
+    }
+    return;
+  }
+  if (!outage_) {
+    world_.Fail(absl::StrCat(Name(), ": ended by itself during rollouts: ",
+                             status.ToString()));
+  }
+}
+
+void Client::Cancel() {
+  if (ended() || cancelled_) return;
+  cancelled_ = true;
+  if (stream_) stream_->Cancel();
+  if (bidi_) bidi_->Cancel();
+}
+
+void Client::Destroy() {
+  if (destroyed_) return;
+  destroyed_ = true;
+  stream_.reset();
+  bidi_.reset();
+  if (checker_) checker_->StreamDestroyed();
+  if (bidi_checker_) bidi_checker_->StreamDestroyed();
+}
+
+void Client::WriteLoop() {
+  if (!bidi_ || ended() || writing_stopped_) return;
+  if (!blocked_ && !cancelled_) {
+    SimWrite w;
+    w.id = next_write_;
+    absl::Status s = bidi_->Write(w);
+    if (s.ok()) {
+      bidi_checker_->Wrote(w);
+      ++next_write_;
+    } else if (s.code() == absl::StatusCode::kResourceExhausted) {
+      blocked_ = true;
+      bidi_->SetOnWritable(bidi_checker_->delivery().OnCallback(
+          "on_writable", [this] { blocked_ = false; }));
+    } else if (!done_) {
+      world_.Fail(absl::StrCat(Name(), ": Write refused: ", s.ToString()));
+    }
+  }
+  world_.After(world_.rng().Between(app_.write_every / 2,
+                                    app_.write_every * 3 / 2),
+               [this] { WriteLoop(); });
+}
+
+bool Client::CaughtUp(std::string* why) const {
+  if (ended()) return true;
+  std::size_t i = expect_;
+  while (i < feed_.log.size() && Skippable(feed_.log[i])) ++i;
+  if (i < feed_.log.size()) {
+    *why = absl::StrCat(Name(), " has not delivered ", feed_.log[i].ToString(),
+                        " (", feed_.log.size() - i,
+                        " log entries behind; last delivered ",
+                        has_last_ ? absl::StrCat(last_) : std::string("none"),
+                        ")");
+    return false;
+  }
+  if (bidi_ && (bidi_->outbox_size() > 0 ||
+                bidi_checker_->unacknowledged() > 0)) {
+    *why = absl::StrCat(Name(), ": the app waits for ",
+                        bidi_checker_->unacknowledged(),
+                        " acknowledgements and the outbox holds ",
+                        bidi_->outbox_size(), " writes");
+    return false;
+  }
+  return true;
+}
+
+absl::Status Client::CheckerStatus() const {
+  if (checker_) return checker_->status();
+  if (bidi_checker_) return bidi_checker_->status();
+  return absl::OkStatus();
+}
+
+absl::Time Client::AckedAt(std::uint64_t id) const {
+  return id < acked_at_.size() ? acked_at_[id] : absl::InfiniteFuture();
+}
+
+}  // namespace sim
+}  // namespace tether

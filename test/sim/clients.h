@@ -1,0 +1,142 @@
+// Copyright 2026 The tether Authors. Licensed under the Apache License 2.0.
+//
+// The simulated application: streams of every kind the API has, each with
+// a `DeliveryChecker` and an oracle that knows the server's log.
+#ifndef TETHER_TEST_SIM_CLIENTS_H_
+#define TETHER_TEST_SIM_CLIENTS_H_
+
+#include <cstdint>
+#include <vector>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "test/sim/feed.h"
+#include "test/sim/network.h"
+#include "test/sim/world.h"
+#include "tether/reconnecting_bidi_stream.h"
+#include "tether/reconnecting_stream.h"
+#include "tether/stream_options.h"
+#include "tether/testing/delivery_checker.h"
+
+namespace tether {
+namespace sim {
+
+enum class StreamKind {
+  kDense,   // sequence numbers 1, 2, 3, ...
+  kSparse,  // revisions global to a cluster, with progress notices
+  kBatch,   // batches of items, trimmed on overlap
+  kCursor,  // opaque cursors
+  kBidi,    // a bidi stream whose writes the server acknowledges
+};
+const char* StreamKindName(StreamKind k);
+
+// How the app around one stream behaves.
+struct AppBehavior {
+  // Chance that a message callback advances simulated time (a slow
+  // callback: other events, of this stream too, run meanwhile).
+  double slow_callback = 0;
+  // Chance, per message, that the callback cancels or destroys its own
+  // stream (re-entrant).
+  double reentrant_end = 0;
+  // Bidi: the mean time between the app's writes.
+  absl::Duration write_every = absl::Seconds(3);
+};
+
+// One stream of the app, and the checks on it.
+//
+// The oracle: every message delivered is the next entry of the feed's log
+// after the last delivered one (a batch may come trimmed at it; progress
+// notices are skipped unless delivered), so nothing is lost, repeated or
+// invented. A stream ends only when the app ends it (or, in an outage,
+// within its budget). After the fleet heals, `CaughtUp` says whether it
+// has everything the log had.
+class Client {
+ public:
+  Client(World& world, Network& network,
+         std::shared_ptr<ConnectionSource> source, Feed& feed, StreamKind kind,
+         AppBehavior app, ReconnectingStreamOptions options);
+  ~Client();
+
+  // False (and a failure in the world) when the stream refused to start.
+  bool Start();
+  // The app's own end of the stream.
+  void Cancel();
+  void Destroy();
+  // The app writes (bidi); schedules the next write.
+  void WriteLoop();
+  // The app writes no more (the run is winding down).
+  void StopWriting() { writing_stopped_ = true; }
+
+  // Everything in the log delivered (bidi: and every write acknowledged).
+  bool CaughtUp(std::string* why) const;
+  // The checker's verdict.
+  absl::Status CheckerStatus() const;
+  bool ended() const { return done_ || destroyed_; }
+  bool live() const { return !ended(); }
+  // The app cancelled or destroyed it.
+  bool app_ended() const { return cancelled_ || destroyed_; }
+  StreamKind kind() const { return kind_; }
+  std::uint64_t delivered() const { return delivered_; }
+  // The app's acknowledgement time of write `id` (InfiniteFuture: none).
+  absl::Time AckedAt(std::uint64_t id) const;
+  // An outage is on: ends within the budget are expected.
+  void set_outage(bool on) { outage_ = on; }
+  absl::Time done_at() const { return done_at_; }
+  absl::Status done_status() const { return done_status_; }
+  absl::Time last_progress() const { return last_progress_; }
+
+ private:
+  using Stream = ReconnectingStream<SimReq, SimMsg>;
+  using BidiStream = ReconnectingBidiStream<SimWrite, SimMsg>;
+  class Factory;
+  class BidiFactory;
+  class Tracer;
+
+  void OnMessage(SimMsg&& m);
+  void OnDone(const absl::Status& status);
+  // Checks `m` against the log; false (and a failure) when it is not the
+  // next entry.
+  bool Expect(const SimMsg& m);
+  bool Skippable(const SimMsg& e) const;
+  std::string Name() const;
+
+  World& world_;
+  Network& network_;
+  std::shared_ptr<ConnectionSource> source_;
+  Feed& feed_;
+  const StreamKind kind_;
+  const AppBehavior app_;
+  ReconnectingStreamOptions options_;
+  bool deliver_progress_ = false;
+
+  std::unique_ptr<Stream> stream_;
+  std::unique_ptr<BidiStream> bidi_;
+  std::unique_ptr<fakes::DeliveryChecker<SimMsg>> checker_;
+  std::unique_ptr<fakes::BidiDeliveryChecker<SimWrite, SimMsg>> bidi_checker_;
+
+  // The oracle.
+  std::size_t expect_ = 0;  // index of the next log entry due
+  bool has_last_ = false;
+  std::uint64_t last_ = 0;
+  std::uint64_t delivered_ = 0;
+  absl::Time last_progress_;
+  bool in_callback_ = false;
+  bool done_ = false;
+  bool destroyed_ = false;
+  bool cancelled_ = false;
+  bool outage_ = false;
+  absl::Time done_at_ = absl::InfiniteFuture();
+  absl::Status done_status_;
+  // Bidi.
+  std::uint64_t next_write_ = 1;
+  bool blocked_ = false;  // a Write was refused for a full outbox
+  bool writing_stopped_ = false;
+  std::vector<absl::Time> acked_at_;  // by write id
+};
+
+}  // namespace sim
+}  // namespace tether
+
+#endif  // TETHER_TEST_SIM_CLIENTS_H_

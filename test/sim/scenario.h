@@ -1,0 +1,94 @@
+// Copyright 2026 The tether Authors. Licensed under the Apache License 2.0.
+//
+// One simulated run: the scenario a seed draws (fleet, topology, streams,
+// faults, options) and what running it found.
+#ifndef TETHER_TEST_SIM_SCENARIO_H_
+#define TETHER_TEST_SIM_SCENARIO_H_
+
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "absl/types/optional.h"
+#include "test/sim/clients.h"
+#include "test/sim/network.h"
+
+namespace tether {
+namespace sim {
+
+// Settings a command line may force instead of the seed's draw.
+struct Overrides {
+  absl::optional<int> streams;
+  absl::optional<absl::Duration> length;
+  absl::optional<Topology> topology;
+  absl::optional<absl::Duration> rollout_every;
+  absl::optional<absl::Duration> item_every;
+  // Only rollouts (no other fault, no outage, no app cancels): the
+  // throughput measurement.
+  bool rollouts_only = false;
+  // Also draw the scenarios of open findings (see docs/simulator.md).
+  bool open_findings = false;
+  // Echo every trace line as it happens.
+  bool trace = false;
+};
+
+struct Scenario {
+  std::uint64_t seed = 0;
+  Topology topology = Topology::kHeadless;
+  int replicas = 3;
+  int streams = 10;
+  std::vector<StreamKind> kinds;  // drawn from, per stream
+  absl::Duration length = absl::Minutes(2);
+  absl::Duration rollout_every = absl::Seconds(10);
+  std::vector<ShutdownKind> shutdowns;  // drawn from, per rollout
+  absl::Duration item_every = absl::Seconds(2);  // per stream, on average
+  // Chance, per rollout, of an extra fault somewhere (black hole, pause,
+  // slow, shed load, pushback).
+  double fault_rate = 0;
+  // Chance per stream that the app cancels or destroys it at some time.
+  double app_end_rate = 0;
+  AppBehavior app;
+  bool health_check = false;
+  // An outage: every replica down for `outage_length` from `outage_at`.
+  bool outage = false;
+  absl::Duration outage_at;
+  absl::Duration outage_length;
+  // Stream options drawn.
+  bool migrate_on_drain = true;
+  bool hold_fallback = true;
+  absl::Duration migration_jitter;
+  absl::Duration stall_timeout;
+  absl::Duration max_time_without_progress = absl::Minutes(2);
+  bool breaker = false;
+
+  std::string Describe() const;
+};
+
+Scenario Draw(std::uint64_t seed, const Overrides& overrides);
+
+struct RunResult {
+  bool ok = true;
+  std::string failure;
+  std::deque<std::string> trace;  // the last events, when it failed
+  double simulated_seconds = 0;
+  double cpu_seconds = 0;
+  std::uint64_t messages = 0;
+  std::uint64_t calls = 0;
+  std::uint64_t rollouts = 0;
+  // The longest time a stream took, after the fleet healed, to deliver
+  // everything.
+  absl::Duration catch_up = absl::ZeroDuration();
+};
+
+// How long after the fleet heals every live stream must have delivered
+// everything the log had.
+inline constexpr absl::Duration kLivenessBound = absl::Seconds(60);
+
+RunResult Run(const Scenario& scenario, const Overrides& overrides);
+
+}  // namespace sim
+}  // namespace tether
+
+#endif  // TETHER_TEST_SIM_SCENARIO_H_

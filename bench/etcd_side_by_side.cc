@@ -11,6 +11,8 @@
 //            new member with new ports added in its place
 //   quorum   members 1 and 2 killed (-9) together: no leader, no writes;
 //            --down_ms later both restart
+//   freeze   members 1 and 2 frozen (SIGSTOP) together: no leader, and
+//            their connections stay up; --down_ms later both resume
 //
 // Both clients run as child processes whose output this program reads
 // through pipes and timestamps on arrival, so both are measured the same way.
@@ -320,9 +322,10 @@ int main(int argc, char** argv) {
       absl::StrSplit(absl::GetFlag(FLAGS_faults), ',', absl::SkipEmpty());
   for (const std::string& kind : fault_kinds) {
     if (kind != "restart" && kind != "kill" && kind != "replace" &&
-        kind != "quorum") {
-      return Fail("--faults must list restart, kill, replace or quorum; got " +
-                  kind);
+        kind != "quorum" && kind != "freeze") {
+      return Fail(
+          "--faults must list restart, kill, replace, quorum or freeze; got " +
+          kind);
     }
   }
 
@@ -398,6 +401,15 @@ int main(int argc, char** argv) {
       absl::SleepFor(absl::Milliseconds(down_ms));  // no leader meanwhile
       if (s.ok()) s = c.Restart(1);
       if (s.ok()) s = c.Restart(2);
+    }
+    if (kind == "freeze") {
+      faults.push_back(announce("SIGSTOP members 1 and 2"));
+      c.Signal(1, SIGSTOP);
+      c.Signal(2, SIGSTOP);
+      absl::SleepFor(absl::Milliseconds(down_ms));  // no leader meanwhile
+      c.Signal(1, SIGCONT);
+      c.Signal(2, SIGCONT);
+      s = c.WaitServing(absl::Seconds(30));
     }
     for (int r = 0; kind == "restart" && r < rounds && s.ok(); ++r) {
       for (int i = 0; i < c.size() && s.ok(); ++i) {

@@ -281,6 +281,33 @@ absl::Status EtcdCluster::RollingRestart() {
   return absl::OkStatus();
 }
 
+namespace {
+
+// etcd refuses a membership change while members have been connected for
+// less than its health interval (5 s: "unhealthy cluster", "not enough
+// started members"), e.g. just after a restart. Tries `change` again until
+// it is accepted, fails otherwise, or `deadline` passes.
+const absl::Status& StatusOf(const absl::Status& s) { return s; }
+template <class T>
+const absl::Status& StatusOf(const absl::StatusOr<T>& s) {
+  return s.status();
+}
+
+template <class Change>
+auto RetryWhileSettling(absl::Time deadline, Change change) {
+  for (;;) {
+    auto result = change();
+    const absl::Status& s = StatusOf(result);
+    const bool settling =
+        absl::StrContains(s.message(), "unhealthy cluster") ||
+        absl::StrContains(s.message(), "not enough started members");
+    if (!settling || absl::Now() >= deadline) return result;
+    absl::SleepFor(absl::Milliseconds(200));  // the health interval runs
+  }
+}
+
+}  // namespace
+
 absl::Status EtcdCluster::Replace(int i) {
   const absl::Time deadline = absl::Now() + options_.start_timeout;
   auto listed = client_->MemberList(deadline);
@@ -293,7 +320,8 @@ absl::Status EtcdCluster::Replace(int i) {
     return absl::NotFoundError(
         absl::StrCat(members_[i].name, " is not in the member list"));
   }
-  absl::Status s = client_->MemberRemove(id, deadline);
+  absl::Status s = RetryWhileSettling(
+      deadline, [&] { return client_->MemberRemove(id, deadline); });
   if (!s.ok()) {
     return absl::Status(s.code(), absl::StrCat("remove ", members_[i].name,
                                                ": ", s.message()));
@@ -311,8 +339,10 @@ absl::Status EtcdCluster::Replace(int i) {
   peers.push_back(PeerEntry(*added));
   added->initial_cluster = absl::StrJoin(peers, ",");
   added->initial_state = "existing";
-  auto member = client_->MemberAdd(
-      absl::StrCat("http://127.0.0.1:", added->peer_port), deadline);
+  auto member = RetryWhileSettling(deadline, [&] {
+    return client_->MemberAdd(
+        absl::StrCat("http://127.0.0.1:", added->peer_port), deadline);
+  });
   if (!member.ok()) {
     return absl::Status(member.status().code(),
                         absl::StrCat("add ", added->name, ": ",

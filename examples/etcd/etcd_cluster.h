@@ -82,6 +82,9 @@ class EtcdCluster {
                     absl::Duration timeout = absl::Seconds(15));
   // kill -9, reaped.
   absl::Status Kill(int i);
+  // Sends `signal` to member `i` and returns (SIGSTOP freezes it: its
+  // connections stay up and answer nothing; SIGCONT resumes it).
+  void Signal(int i, int signal) { members_[i].process->Signal(signal); }
   // Starts member `i` again on its data directory and ports, then waits
   // until the cluster serves with it (see WaitServing).
   absl::Status Restart(int i);

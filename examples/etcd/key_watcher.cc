@@ -1,16 +1,25 @@
 // Copyright 2026 The tether Authors. Licensed under the Apache License 2.0.
 #include "examples/etcd/key_watcher.h"
 
+#include <limits>
 #include <set>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "examples/etcd/member_list.h"
 #include "grpcpp/client_context.h"
+#include "tether/backoff.h"
 
 namespace tether {
 namespace examples {
 namespace etcd {
+namespace {
+
+// See where they are set in KeyWatcher::Start.
+constexpr absl::Duration kSuspectProbation = absl::Seconds(3);
+constexpr absl::Duration kMaxReopenDelay = absl::Seconds(1);
+
+}  // namespace
 
 absl::Status Validate(const KeyWatcherOptions& options) {
   if (options.endpoints.empty()) {
@@ -77,6 +86,16 @@ absl::StatusOr<std::unique_ptr<KeyWatcher>> KeyWatcher::Start(
   // etcd serves grpc.health.v1: a member going NOT_SERVING is a drain.
   pool_options.health_check = true;
   pool_options.observer = w->options_.pool_observer;
+  // A member that answers "etcdserver: no leader" (or goes silent) makes its
+  // connection suspect, so the watch moves to another member: right when
+  // that member is cut off from the others. But while the cluster elects a
+  // leader (1-2 s after the leader dies) every member says so; suspicion
+  // that outlives the election keeps later picks off healthy members (after
+  // a freeze of two members and a later kill -9, the watch kept retrying the
+  // killed member's address for 9.7 s with the live members suspect). So
+  // suspicion ends after a few election timeouts instead of the default
+  // 30 s.
+  pool_options.suspect_probation = kSuspectProbation;
   auto pool = ConnectionPool::Create(std::move(pool_options));
   if (!pool.ok()) return pool.status();
   w->pool_ = *std::move(pool);
@@ -144,6 +163,19 @@ absl::StatusOr<std::unique_ptr<KeyWatcher>> KeyWatcher::Start(
   ReconnectingStreamOptions stream_options;
   stream_options.stall_timeout = self->options_.stall_timeout;
   stream_options.max_time_without_progress = self->options_.give_up_after;
+  // When the cluster gets a leader back, no connection becomes newly usable
+  // (they stayed up), so nothing wakes a waiting watch early: the backoff
+  // delay is how late it resumes. A short cap keeps that under a second; the
+  // retries (at most about one a second per watch) are cheap for etcd. Only
+  // `give_up_after` bounds a watch that keeps failing.
+  ExponentialBackoffOptions backoff;
+  backoff.initial_delay = absl::Milliseconds(50);
+  backoff.max_delay = kMaxReopenDelay;
+  auto policy = ExponentialBackoff::Create(backoff);
+  if (!policy.ok()) return policy.status();
+  stream_options.backoff = *std::move(policy);
+  stream_options.max_attempts_without_progress =
+      std::numeric_limits<int>::max();
   stream_options.observer = self->options_.observer;
 
   auto stream = Stream::Start(

@@ -274,9 +274,11 @@ TEST(KeyWatcherTest, KillNineOfEachMemberThenReplacedMembers) {
   const int second = (first + 1) % c.size();
   const int last_original = (first + 2) % c.size();
   const std::string gone = c.client_address(first);
-  ASSERT_TRUE(c.Replace(first).ok());
+  absl::Status replaced = c.Replace(first);
+  ASSERT_TRUE(replaced.ok()) << replaced;
   client.SetEndpoints(c.client_addresses());
-  ASSERT_TRUE(c.Replace(second).ok());
+  replaced = c.Replace(second);
+  ASSERT_TRUE(replaced.ok()) << replaced;
   client.SetEndpoints(c.client_addresses());
   // The watcher learns the new members from the member list.
   std::vector<std::string> want = c.client_addresses();

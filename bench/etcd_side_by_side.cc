@@ -2,17 +2,27 @@
 //
 // etcd_side_by_side: etcd's own Go client (`etcdctl watch --prefix`, Debian's
 // etcd-client, clientv3) and tether's `etcd_watch` watch the same prefix of
-// the same 3-member etcd cluster while a writer puts N new keys and every
-// member is restarted in turn (SIGTERM, restart). Both run as child
-// processes whose output this program reads through pipes and timestamps on
-// arrival, so both are measured the same way.
+// the same 3-member etcd cluster while a writer puts N new keys and the
+// cluster goes through faults, in the order given by --faults:
+//
+//   restart  every member in turn: SIGTERM, restart (--rounds times)
+//   kill     every member in turn: kill -9, --down_ms later restart
+//   replace  member 0 removed from the cluster (Cluster.MemberRemove) and a
+//            new member with new ports added in its place
+//   quorum   members 1 and 2 killed (-9) together: no leader, no writes;
+//            --down_ms later both restart
+//
+// Both clients run as child processes whose output this program reads
+// through pipes and timestamps on arrival, so both are measured the same way.
 //
 // For each client: events (the writer's puts seen), lost (acknowledged puts
 // never seen), duplicates, p50/p99 of put acknowledged -> event delivered,
-// the longest stall between two delivered events. The last stdout line is
-// one JSON object.
+// the longest stall between two delivered events, and per fault (from it to
+// the next) the longest stall that began then and the longest latency of the
+// puts acknowledged then. The last stdout line is one JSON object.
 //
-//   etcd_side_by_side [--keys=1000] [--interval_ms=5] [--rounds=1]
+//   etcd_side_by_side [--keys=1000] [--interval_ms=5] [--faults=restart]
+//                     [--rounds=1] [--down_ms=1000] [--member_sync_ms=5000]
 //                     [--etcdctl=etcdctl] [--etcd_watch=PATH]
 #include <fcntl.h>
 #include <signal.h>
@@ -34,6 +44,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
@@ -46,6 +57,12 @@
 ABSL_FLAG(int, keys, 1000, "keys the writer puts, [1, 1e6]");
 ABSL_FLAG(int, interval_ms, 5, "pause between puts, [0, 10000] ms");
 ABSL_FLAG(int, rounds, 1, "rolling restarts of the cluster, [0, 100]");
+ABSL_FLAG(std::string, faults, "restart",
+          "comma-separated faults in order: restart, kill, replace");
+ABSL_FLAG(int, down_ms, 1000,
+          "kill: how long a killed member stays down, [0, 60000] ms");
+ABSL_FLAG(int, member_sync_ms, 5000,
+          "etcd_watch's --member-sync-ms (0: the endpoints stay as given)");
 ABSL_FLAG(std::string, etcdctl, "etcdctl", "etcd's CLI (Go clientv3)");
 ABSL_FLAG(std::string, etcd_watch, TETHER_ETCD_WATCH_BINARY,
           "tether's etcd_watch");
@@ -199,6 +216,12 @@ std::vector<Delivered> ParseEtcdWatch(
   return out;
 }
 
+// One fault of the run: its name ("kill m1") and when it began.
+struct Fault {
+  std::string name;
+  absl::Time at;
+};
+
 struct Figures {
   std::string name;
   int events = 0;
@@ -208,14 +231,30 @@ struct Figures {
   double p99_ms = 0;
   double max_ms = 0;
   double max_stall_ms = 0;
+  // Per fault: the longest stall that began after it and before the next
+  // one, and the longest put-acknowledged -> delivered latency of the puts
+  // acknowledged in that time.
+  std::vector<double> fault_stall_ms;
+  std::vector<double> fault_max_ms;
 };
+
+// The fault in effect at `t` (the last one begun before it), or -1.
+int FaultAt(const std::vector<Fault>& faults, absl::Time t) {
+  for (std::size_t i = faults.size(); i-- > 0;) {
+    if (faults[i].at <= t) return static_cast<int>(i);
+  }
+  return -1;
+}
 
 using tether::support::Percentile;
 
 Figures Measure(const std::string& name, const std::vector<Delivered>& got,
-                const std::vector<etcd::WrittenKey>& written) {
+                const std::vector<etcd::WrittenKey>& written,
+                const std::vector<Fault>& faults) {
   Figures f;
   f.name = name;
+  f.fault_stall_ms.assign(faults.size(), 0);
+  f.fault_max_ms.assign(faults.size(), 0);
   std::map<std::string, absl::Time> acked;
   for (const auto& w : written) acked[w.key] = w.acked;
   std::map<std::string, int> times;
@@ -230,9 +269,19 @@ Figures Measure(const std::string& name, const std::vector<Delivered>& got,
       continue;
     }
     latency.push_back(absl::ToDoubleMilliseconds(d.at - it->second));
+    const int acked_in = FaultAt(faults, it->second);
+    if (acked_in >= 0) {
+      f.fault_max_ms[acked_in] =
+          std::max(f.fault_max_ms[acked_in], latency.back());
+    }
     if (prev != absl::InfinitePast()) {
-      f.max_stall_ms =
-          std::max(f.max_stall_ms, absl::ToDoubleMilliseconds(d.at - prev));
+      const double stall = absl::ToDoubleMilliseconds(d.at - prev);
+      f.max_stall_ms = std::max(f.max_stall_ms, stall);
+      const int began_in = FaultAt(faults, prev);
+      if (began_in >= 0) {
+        f.fault_stall_ms[began_in] =
+            std::max(f.fault_stall_ms[began_in], stall);
+      }
     }
     prev = d.at;
   }
@@ -263,6 +312,19 @@ int main(int argc, char** argv) {
     return Fail("--interval_ms must be in [0, 10000]");
   }
   if (rounds < 0 || rounds > 100) return Fail("--rounds must be in [0, 100]");
+  const int down_ms = absl::GetFlag(FLAGS_down_ms);
+  if (down_ms < 0 || down_ms > 60000) {
+    return Fail("--down_ms must be in [0, 60000]");
+  }
+  std::vector<std::string> fault_kinds =
+      absl::StrSplit(absl::GetFlag(FLAGS_faults), ',', absl::SkipEmpty());
+  for (const std::string& kind : fault_kinds) {
+    if (kind != "restart" && kind != "kill" && kind != "replace" &&
+        kind != "quorum") {
+      return Fail("--faults must list restart, kill, replace or quorum; got " +
+                  kind);
+    }
+  }
 
   etcd::EtcdClusterOptions cluster_options;
   cluster_options.progress_notify_interval = absl::Seconds(1);
@@ -287,7 +349,9 @@ int main(int argc, char** argv) {
                            "--endpoints=" + c.endpoints(),
                            "--prefix=" + prefix, "--duration=3600",
                            "--stall-timeout-ms=3000",
-                           "--events-out=/dev/stdout"},
+                           absl::StrCat("--member-sync-ms=",
+                                        absl::GetFlag(FLAGS_member_sync_ms)),
+                           "--events-out=/dev/stdout", "--log"},
                           {}, work_dir + "/etcd_watch.stderr")) {
     return Fail("cannot start etcd_watch");
   }
@@ -305,12 +369,53 @@ int main(int argc, char** argv) {
                           absl::Milliseconds(interval_ms));
   writer.Start();
   writer.WaitForWritten(std::min(keys, 50), absl::Seconds(30));
-  absl::Time restart_start = absl::Now();
-  for (int r = 0; r < rounds; ++r) {
-    absl::Status s = c.RollingRestart();
-    if (!s.ok()) return Fail("rolling restart: " + s.ToString());
+  absl::Time faults_start = absl::Now();
+  std::vector<Fault> faults;
+  // Each fault on stdout with the time and the members' roles (to set beside
+  // etcd_watch's log).
+  auto announce = [&c](const std::string& name) {
+    absl::StatusOr<int> leader = c.Leader();
+    auto watched = c.MembersWithWatchStreams();
+    std::printf("%s %s (leader: member %s; watch streams on members %s)\n",
+                absl::FormatTime("%H:%M:%E3S", absl::Now(),
+                                 absl::UTCTimeZone()).c_str(),
+                name.c_str(),
+                leader.ok() ? absl::StrCat(*leader).c_str() : "none",
+                watched.ok() ? absl::StrJoin(*watched, ",").c_str() : "?");
+    std::fflush(stdout);
+    return Fault{name, absl::Now()};
+  };
+  for (const std::string& kind : fault_kinds) {
+    absl::Status s;
+    if (kind == "replace") {
+      faults.push_back(announce("replace member 0 (new ports)"));
+      s = c.Replace(0);
+    }
+    if (kind == "quorum") {
+      faults.push_back(announce("kill -9 members 1 and 2"));
+      s = c.Kill(1);
+      if (s.ok()) s = c.Kill(2);
+      absl::SleepFor(absl::Milliseconds(down_ms));  // no leader meanwhile
+      if (s.ok()) s = c.Restart(1);
+      if (s.ok()) s = c.Restart(2);
+    }
+    for (int r = 0; kind == "restart" && r < rounds && s.ok(); ++r) {
+      for (int i = 0; i < c.size() && s.ok(); ++i) {
+        faults.push_back(announce(absl::StrCat("restart member ", i)));
+        s = c.Stop(i);
+        if (s.ok()) s = c.Restart(i);
+      }
+    }
+    for (int i = 0; kind == "kill" && i < c.size() && s.ok(); ++i) {
+      faults.push_back(announce(absl::StrCat("kill -9 member ", i)));
+      s = c.Kill(i);
+      absl::SleepFor(absl::Milliseconds(down_ms));  // the member stays down
+      if (s.ok()) s = c.Restart(i);
+    }
+    if (!s.ok()) return Fail(kind + ": " + s.ToString());
   }
-  absl::Duration restart_time = absl::Now() - restart_start;
+  absl::Duration restart_time = absl::Now() - faults_start;
+  const bool writer_outlasted_faults = !writer.WaitForWritten(keys, absl::ZeroDuration());
   absl::Status written_ok = writer.Join();
   if (!written_ok.ok()) return Fail("writer: " + written_ok.ToString());
   std::vector<etcd::WrittenKey> written = writer.written();
@@ -324,14 +429,31 @@ int main(int argc, char** argv) {
 
   std::string json;
   Figures go = Measure("etcdctl (Go clientv3)", ParseEtcdctl(etcdctl.lines()),
-                       written);
+                       written, faults);
   Figures tw = Measure("etcd_watch (tether)",
-                       ParseEtcdWatch(tether_watch.lines(), &json), written);
+                       ParseEtcdWatch(tether_watch.lines(), &json), written,
+                       faults);
 
-  std::printf("etcd 3.4 cluster of 3, %d keys put every %d ms, %d rolling "
-              "restart(s) of every member (%.1f s)\n",
-              keys, interval_ms, rounds,
+  std::printf("etcd 3.4 cluster of 3, %d keys put every %d ms, faults %s "
+              "(%.1f s)\n",
+              keys, interval_ms, absl::GetFlag(FLAGS_faults).c_str(),
               absl::ToDoubleSeconds(restart_time));
+  if (!writer_outlasted_faults) {
+    std::printf("warning: the writer finished before the last fault did; "
+                "raise --keys\n");
+  }
+  // Per fault: the longest gap between events (it includes the writer's
+  // own pause while the cluster has no leader), and the longest put ->
+  // event latency (what the client adds).
+  std::printf("%-30s %21s %21s\n", "per fault", "max stall (ms)",
+              "max latency (ms)");
+  std::printf("%-30s %10s %10s %10s %10s\n", "", "etcdctl", "etcd_watch",
+              "etcdctl", "etcd_watch");
+  for (std::size_t i = 0; i < faults.size(); ++i) {
+    std::printf("%-30s %10.0f %10.0f %10.1f %10.1f\n",
+                faults[i].name.c_str(), go.fault_stall_ms[i],
+                tw.fault_stall_ms[i], go.fault_max_ms[i], tw.fault_max_ms[i]);
+  }
   std::printf("%-24s %7s %5s %5s %9s %9s %9s %11s\n", "client", "events",
               "lost", "dups", "p50 ms", "p99 ms", "max ms", "max stall");
   for (const Figures& f : {go, tw}) {
@@ -347,8 +469,15 @@ int main(int argc, char** argv) {
     }
   }
   std::printf("stderr of both: %s/\n", work_dir.c_str());
-  auto obj = [](const Figures& f) {
+  auto obj = [&faults](const Figures& f) {
     tether::support::JsonLine o;
+    tether::support::JsonLine stall, latency;
+    for (std::size_t i = 0; i < faults.size(); ++i) {
+      stall.Set(faults[i].name, f.fault_stall_ms[i]);
+      latency.Set(faults[i].name, f.fault_max_ms[i]);
+    }
+    o.Set("max_stall_ms_per_fault", stall);
+    o.Set("max_ms_per_fault", latency);
     o.Set("events", f.events);
     o.Set("lost", f.lost);
     o.Set("duplicates", f.duplicates);
@@ -361,6 +490,7 @@ int main(int argc, char** argv) {
   tether::support::JsonLine json_line;
   json_line.Set("keys", keys);
   json_line.Set("rounds", rounds);
+  json_line.Set("faults", absl::GetFlag(FLAGS_faults));
   json_line.Set("etcdctl", obj(go));
   json_line.Set("etcd_watch", obj(tw));
   json_line.Print();

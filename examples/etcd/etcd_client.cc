@@ -1,6 +1,7 @@
 // Copyright 2026 The tether Authors. Licensed under the Apache License 2.0.
 #include "examples/etcd/etcd_client.h"
 
+#include <algorithm>
 #include <set>
 #include <utility>
 
@@ -83,11 +84,33 @@ bool TryElsewhere(const grpc::Status& s) {
 
 EtcdClient::EtcdClient(std::vector<std::string> endpoints,
                        absl::Duration rpc_timeout)
-    : endpoints_(std::move(endpoints)), rpc_timeout_(rpc_timeout) {
+    : rpc_timeout_(rpc_timeout) {
   absl::MutexLock lock(&mu_);
-  for (std::size_t i = 0; i < endpoints_.size(); ++i) {
-    channels_.push_back(NewChannel(endpoints_[i]));
+  endpoints_ = std::move(endpoints);
+  for (const std::string& e : endpoints_) channels_.push_back(NewChannel(e));
+}
+
+std::vector<std::string> EtcdClient::endpoints() const {
+  absl::MutexLock lock(&mu_);
+  return endpoints_;
+}
+
+void EtcdClient::SetEndpoints(std::vector<std::string> endpoints) {
+  if (endpoints.empty()) return;
+  absl::MutexLock lock(&mu_);
+  std::vector<std::shared_ptr<grpc::Channel>> channels;
+  for (const std::string& e : endpoints) {
+    auto kept = std::find(endpoints_.begin(), endpoints_.end(), e);
+    channels.push_back(kept == endpoints_.end()
+                           ? NewChannel(e)
+                           : channels_[kept - endpoints_.begin()]);
   }
+  // The endpoint that answered last keeps its turn if it stays.
+  auto current = std::find(endpoints.begin(), endpoints.end(),
+                           endpoints_[current_ % endpoints_.size()]);
+  current_ = current == endpoints.end() ? 0 : current - endpoints.begin();
+  endpoints_ = std::move(endpoints);
+  channels_ = std::move(channels);
 }
 
 std::shared_ptr<grpc::Channel> EtcdClient::NewChannel(
@@ -106,18 +129,22 @@ std::shared_ptr<grpc::Channel> EtcdClient::NewChannel(
                                    args);
 }
 
-std::shared_ptr<grpc::Channel> EtcdClient::ChannelFor(std::size_t i) {
+std::shared_ptr<grpc::Channel> EtcdClient::ChannelFor(std::size_t i,
+                                                      std::size_t* count) {
   absl::MutexLock lock(&mu_);
-  return channels_[i];
+  *count = channels_.size();
+  return channels_[i % channels_.size()];
 }
 
-void EtcdClient::ReplaceChannel(std::size_t i,
-                                const std::shared_ptr<grpc::Channel>& failed) {
+void EtcdClient::ReplaceChannel(const std::shared_ptr<grpc::Channel>& failed) {
   // gRPC 1.51's pick_first leaves a channel whose connects were refused idle
   // (up to ~10 s here) before it tries again; a restarted member would look
   // down that long. A new channel connects at once.
   absl::MutexLock lock(&mu_);
-  if (channels_[i] == failed) channels_[i] = NewChannel(endpoints_[i]);
+  auto it = std::find(channels_.begin(), channels_.end(), failed);
+  if (it != channels_.end()) {
+    *it = NewChannel(endpoints_[it - channels_.begin()]);
+  }
 }
 
 template <class Call>
@@ -135,7 +162,9 @@ grpc::Status EtcdClient::WithFailover(absl::Time deadline, Call call) {
     grpc::ClientContext context;
     context.set_deadline(
         absl::ToChronoTime(std::min(deadline, now + rpc_timeout_)));
-    std::shared_ptr<grpc::Channel> channel = ChannelFor(index);
+    std::size_t count;
+    std::shared_ptr<grpc::Channel> channel = ChannelFor(index, &count);
+    index %= count;
     last = call(channel, &context);
     if (last.ok()) {
       absl::MutexLock lock(&mu_);
@@ -144,10 +173,10 @@ grpc::Status EtcdClient::WithFailover(absl::Time deadline, Call call) {
     }
     if (!TryElsewhere(last)) return last;
     if (last.error_code() == grpc::StatusCode::UNAVAILABLE) {
-      ReplaceChannel(index, channel);
+      ReplaceChannel(channel);
     }
-    index = (index + 1) % endpoints_.size();
-    if (index == 0 || endpoints_.size() == 1) {
+    index = (index + 1) % count;
+    if (index == 0 || count == 1) {
       // Went round every endpoint: pause before the next round.
       absl::SleepFor(std::min(absl::Milliseconds(50),
                               std::max(absl::ZeroDuration(),
@@ -273,20 +302,59 @@ absl::Status EtcdClient::Compact(std::int64_t revision, absl::Time deadline) {
 
 absl::StatusOr<etcdserverpb::StatusResponse> EtcdClient::Status(
     std::size_t endpoint, absl::Duration timeout) {
-  if (endpoint >= endpoints_.size()) {
-    return absl::InvalidArgumentError("no such endpoint");
-  }
+  std::size_t count;
+  std::shared_ptr<grpc::Channel> channel = ChannelFor(endpoint, &count);
+  if (endpoint >= count) return absl::InvalidArgumentError("no such endpoint");
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
   etcdserverpb::StatusResponse response;
-  std::shared_ptr<grpc::Channel> channel = ChannelFor(endpoint);
   grpc::Status s = etcdserverpb::Maintenance::NewStub(channel)->Status(
       &context, etcdserverpb::StatusRequest(), &response);
-  if (s.error_code() == grpc::StatusCode::UNAVAILABLE) {
-    ReplaceChannel(endpoint, channel);
-  }
+  if (s.error_code() == grpc::StatusCode::UNAVAILABLE) ReplaceChannel(channel);
   if (!s.ok()) return ToAbsl(s);
   return response;
+}
+
+absl::StatusOr<std::vector<etcdserverpb::Member>> EtcdClient::MemberList(
+    absl::Time deadline) {
+  etcdserverpb::MemberListResponse response;
+  grpc::Status s = WithFailover(
+      deadline, [&](const std::shared_ptr<grpc::Channel>& channel,
+                    grpc::ClientContext* context) {
+        response.Clear();
+        return etcdserverpb::Cluster::NewStub(channel)->MemberList(
+            context, etcdserverpb::MemberListRequest(), &response);
+      });
+  if (!s.ok()) return ToAbsl(s);
+  return std::vector<etcdserverpb::Member>(response.members().begin(),
+                                           response.members().end());
+}
+
+absl::StatusOr<etcdserverpb::Member> EtcdClient::MemberAdd(
+    const std::string& peer_url, absl::Time deadline) {
+  etcdserverpb::MemberAddRequest request;
+  request.add_peerurls(peer_url);
+  etcdserverpb::MemberAddResponse response;
+  grpc::Status s = WithFailover(
+      deadline, [&](const std::shared_ptr<grpc::Channel>& channel,
+                    grpc::ClientContext* context) {
+        return etcdserverpb::Cluster::NewStub(channel)->MemberAdd(
+            context, request, &response);
+      });
+  if (!s.ok()) return ToAbsl(s);
+  return response.member();
+}
+
+absl::Status EtcdClient::MemberRemove(std::uint64_t id, absl::Time deadline) {
+  etcdserverpb::MemberRemoveRequest request;
+  request.set_id(id);
+  etcdserverpb::MemberRemoveResponse response;
+  return ToAbsl(WithFailover(
+      deadline, [&](const std::shared_ptr<grpc::Channel>& channel,
+                    grpc::ClientContext* context) {
+        return etcdserverpb::Cluster::NewStub(channel)->MemberRemove(
+            context, request, &response);
+      }));
 }
 
 }  // namespace etcd

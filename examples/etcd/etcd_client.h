@@ -51,14 +51,19 @@ struct PutResult {
 // tries the next endpoint after a short pause, until `deadline`; other
 // errors are returned at once. Every attempt has its own `rpc_timeout`.
 //
-// Thread-safe: calls may run concurrently from any thread.
+// Thread-safe: calls may run concurrently from any thread, also with
+// `SetEndpoints`.
 class EtcdClient {
  public:
   // `endpoints` non-empty ("host:port"); `rpc_timeout` > 0.
   explicit EtcdClient(std::vector<std::string> endpoints,
                       absl::Duration rpc_timeout = absl::Seconds(2));
 
-  const std::vector<std::string>& endpoints() const { return endpoints_; }
+  std::vector<std::string> endpoints() const;
+  // Replaces the endpoints (the cluster's membership changed); channels to
+  // endpoints that stay are kept. An empty list is ignored. Calls in
+  // progress finish on the endpoint they are on.
+  void SetEndpoints(std::vector<std::string> endpoints);
 
   // Linearizable read of every key under `prefix`.
   absl::StatusOr<Listing> List(absl::string_view prefix, absl::Time deadline);
@@ -81,6 +86,15 @@ class EtcdClient {
   // Maintenance.Status of one endpoint (no failover), one attempt.
   absl::StatusOr<etcdserverpb::StatusResponse> Status(std::size_t endpoint,
                                                       absl::Duration timeout);
+  // Cluster.MemberList: every member as the answering member knows them.
+  absl::StatusOr<std::vector<etcdserverpb::Member>> MemberList(
+      absl::Time deadline);
+  // Cluster.MemberAdd of a member that will serve its peers at `peer_url`;
+  // the new member (its ID; no name or client URLs until it starts).
+  absl::StatusOr<etcdserverpb::Member> MemberAdd(const std::string& peer_url,
+                                                 absl::Time deadline);
+  // Cluster.MemberRemove of member `id`.
+  absl::Status MemberRemove(std::uint64_t id, absl::Time deadline);
 
  private:
   // Runs `call(stub, context)` with failover; see the class comment.
@@ -88,14 +102,16 @@ class EtcdClient {
   grpc::Status WithFailover(absl::Time deadline, Call call);
 
   static std::shared_ptr<grpc::Channel> NewChannel(const std::string& endpoint);
-  std::shared_ptr<grpc::Channel> ChannelFor(std::size_t i);
-  // Replaces endpoint `i`'s channel if it still is `failed`.
-  void ReplaceChannel(std::size_t i,
-                      const std::shared_ptr<grpc::Channel>& failed);
+  // Endpoint `i`'s channel (`i` taken modulo the endpoint count) and the
+  // endpoint count.
+  std::shared_ptr<grpc::Channel> ChannelFor(std::size_t i, std::size_t* count);
+  // Replaces the channel `failed` by a new one to the same endpoint, if it
+  // is still in use.
+  void ReplaceChannel(const std::shared_ptr<grpc::Channel>& failed);
 
-  const std::vector<std::string> endpoints_;
   const absl::Duration rpc_timeout_;
-  absl::Mutex mu_;
+  mutable absl::Mutex mu_;
+  std::vector<std::string> endpoints_ ABSL_GUARDED_BY(mu_);
   std::vector<std::shared_ptr<grpc::Channel>> channels_ ABSL_GUARDED_BY(mu_);
   std::size_t current_ ABSL_GUARDED_BY(mu_) = 0;
 };

@@ -17,6 +17,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 #include <utility>
@@ -143,21 +144,17 @@ absl::StatusOr<std::unique_ptr<EtcdCluster>> EtcdCluster::Start(
                                               ": ", ec.message()));
     }
   }
-  absl::StatusOr<std::vector<int>> ports =
-      support::FreeLoopbackPorts(2 * options.members);
-  if (!ports.ok()) return ports.status();
   std::vector<std::string> peers;
   for (int i = 0; i < options.members; ++i) {
-    Member m;
-    m.name = absl::StrCat("m", i);
-    m.client_port = (*ports)[2 * i];
-    m.peer_port = (*ports)[2 * i + 1];
-    m.data_dir = absl::StrCat(cluster->base_dir_, "/", m.name, ".etcd");
-    m.log_path = absl::StrCat(cluster->base_dir_, "/", m.name, ".log");
-    peers.push_back(absl::StrCat(m.name, "=http://127.0.0.1:", m.peer_port));
-    cluster->members_.push_back(std::move(m));
+    absl::StatusOr<Member> m =
+        cluster->NewMember(absl::StrCat("m", cluster->names_used_++));
+    if (!m.ok()) return m.status();
+    peers.push_back(PeerEntry(*m));
+    cluster->members_.push_back(*std::move(m));
   }
-  cluster->initial_cluster_ = absl::StrJoin(peers, ",");
+  for (Member& m : cluster->members_) {
+    m.initial_cluster = absl::StrJoin(peers, ",");
+  }
   cluster->client_ = std::make_unique<EtcdClient>(
       cluster->client_addresses(), absl::Seconds(1));
   for (int i = 0; i < options.members; ++i) {
@@ -197,6 +194,32 @@ std::string EtcdCluster::endpoints() const {
   return absl::StrJoin(client_addresses(), ",");
 }
 
+absl::StatusOr<EtcdCluster::Member> EtcdCluster::NewMember(
+    const std::string& name) {
+  // Ports no member has had: a replaced member's address must be new.
+  for (int tries = 0; tries < 20; ++tries) {
+    absl::StatusOr<std::vector<int>> ports = support::FreeLoopbackPorts(2);
+    if (!ports.ok()) return ports.status();
+    if (ports_used_.count((*ports)[0]) != 0 ||
+        ports_used_.count((*ports)[1]) != 0) {
+      continue;
+    }
+    ports_used_.insert(ports->begin(), ports->end());
+    Member m;
+    m.name = name;
+    m.client_port = (*ports)[0];
+    m.peer_port = (*ports)[1];
+    m.data_dir = absl::StrCat(base_dir_, "/", m.name, ".etcd");
+    m.log_path = absl::StrCat(base_dir_, "/", m.name, ".log");
+    return m;
+  }
+  return absl::ResourceExhaustedError("no new loopback ports for a member");
+}
+
+std::string EtcdCluster::PeerEntry(const Member& m) {
+  return absl::StrCat(m.name, "=http://127.0.0.1:", m.peer_port);
+}
+
 absl::Status EtcdCluster::Spawn(int i) {
   Member& m = members_[i];
   if (m.process->running()) {
@@ -212,8 +235,8 @@ absl::Status EtcdCluster::Spawn(int i) {
       "--advertise-client-urls", client_url,
       "--listen-peer-urls", peer_url,
       "--initial-advertise-peer-urls", peer_url,
-      "--initial-cluster", initial_cluster_,
-      "--initial-cluster-state", "new",
+      "--initial-cluster", m.initial_cluster,
+      "--initial-cluster-state", m.initial_state,
       "--initial-cluster-token", "tether-test",
       "--logger", "zap",
       "--log-level", "warn",
@@ -256,6 +279,48 @@ absl::Status EtcdCluster::RollingRestart() {
     if (!s.ok()) return s;
   }
   return absl::OkStatus();
+}
+
+absl::Status EtcdCluster::Replace(int i) {
+  const absl::Time deadline = absl::Now() + options_.start_timeout;
+  auto listed = client_->MemberList(deadline);
+  if (!listed.ok()) return listed.status();
+  std::uint64_t id = 0;
+  for (const etcdserverpb::Member& m : *listed) {
+    if (m.name() == members_[i].name) id = m.id();
+  }
+  if (id == 0) {
+    return absl::NotFoundError(
+        absl::StrCat(members_[i].name, " is not in the member list"));
+  }
+  absl::Status s = client_->MemberRemove(id, deadline);
+  if (!s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("remove ", members_[i].name,
+                                               ": ", s.message()));
+  }
+  // A removed member stops by itself; SIGTERM in case it has not yet.
+  s = Stop(i);
+  if (!s.ok()) return s;
+
+  absl::StatusOr<Member> added = NewMember(absl::StrCat("m", names_used_++));
+  if (!added.ok()) return added.status();
+  std::vector<std::string> peers;
+  for (int j = 0; j < size(); ++j) {
+    if (j != i) peers.push_back(PeerEntry(members_[j]));
+  }
+  peers.push_back(PeerEntry(*added));
+  added->initial_cluster = absl::StrJoin(peers, ",");
+  added->initial_state = "existing";
+  auto member = client_->MemberAdd(
+      absl::StrCat("http://127.0.0.1:", added->peer_port), deadline);
+  if (!member.ok()) {
+    return absl::Status(member.status().code(),
+                        absl::StrCat("add ", added->name, ": ",
+                                     member.status().message()));
+  }
+  members_[i] = *std::move(added);
+  client_->SetEndpoints(client_addresses());
+  return Restart(i);
 }
 
 absl::Status EtcdCluster::WaitServing(absl::Duration timeout) {
@@ -332,6 +397,24 @@ absl::StatusOr<std::vector<int>> EtcdCluster::MembersWithWatchStreams() {
     }
   }
   return out;
+}
+
+absl::StatusOr<int> EtcdCluster::Leader() {
+  std::map<std::uint64_t, int> by_id;
+  std::uint64_t leader = 0;
+  for (int i = 0; i < size(); ++i) {
+    if (!members_[i].process->running()) continue;
+    auto status = client_->Status(static_cast<std::size_t>(i),
+                                  absl::Seconds(1));
+    if (!status.ok()) continue;
+    by_id[status->header().member_id()] = i;
+    if (status->leader() != 0) leader = status->leader();
+  }
+  auto it = by_id.find(leader);
+  if (it == by_id.end()) {
+    return absl::UnavailableError("no running member is the leader");
+  }
+  return it->second;
 }
 
 std::string EtcdCluster::LogTail(int i, std::size_t bytes) const {

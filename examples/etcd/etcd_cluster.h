@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -89,11 +90,22 @@ class EtcdCluster {
   absl::Status WaitServing(absl::Duration timeout);
   // Rolling restart: for each member in turn, Stop (SIGTERM) and Restart.
   absl::Status RollingRestart();
+  // Replaces member `i` by a new one on new ports with an empty data
+  // directory, as etcd's runtime reconfiguration does: removes it from the
+  // cluster (Cluster.MemberRemove; it then stops), adds the new member
+  // (Cluster.MemberAdd), starts it (--initial-cluster-state existing) and
+  // waits until the cluster serves with it. Index `i` then names the new
+  // member (a new name, `client_address(i)` a new port).
+  absl::Status Replace(int i);
 
   // Reads etcd's watch-stream gauge on each running member's /metrics (the
   // client port also speaks HTTP/1.1) and returns the members that hold at
   // least one watch stream.
   absl::StatusOr<std::vector<int>> MembersWithWatchStreams();
+
+  // The member that is the leader now (by Maintenance.Status of the running
+  // members); UNAVAILABLE when none answers with a leader among them.
+  absl::StatusOr<int> Leader();
 
   // The last `bytes` of member `i`'s log (for failure messages).
   std::string LogTail(int i, std::size_t bytes = 2000) const;
@@ -103,6 +115,9 @@ class EtcdCluster {
     std::string name;
     int client_port = 0;
     int peer_port = 0;
+    // --initial-cluster and --initial-cluster-state of its first start.
+    std::string initial_cluster;
+    std::string initial_state = "new";
     std::string data_dir;
     std::string log_path;
     std::unique_ptr<support::ChildProcess> process =
@@ -112,14 +127,19 @@ class EtcdCluster {
   explicit EtcdCluster(EtcdClusterOptions options)
       : options_(std::move(options)) {}
   absl::Status Spawn(int i);
+  // A member named `name` on two new free ports.
+  absl::StatusOr<Member> NewMember(const std::string& name);
+  // "name=http://127.0.0.1:peer_port" of member `m`.
+  static std::string PeerEntry(const Member& m);
   absl::Status WaitServingUntil(absl::Time deadline);
 
   EtcdClusterOptions options_;
   std::string binary_;
   std::string base_dir_;
   bool remove_base_dir_ = false;
-  std::string initial_cluster_;
   std::vector<Member> members_;
+  int names_used_ = 0;  // members ever created (the next is m<names_used_>)
+  std::set<int> ports_used_;  // by any member ever created
   std::unique_ptr<EtcdClient> client_;  // one endpoint per member
 };
 

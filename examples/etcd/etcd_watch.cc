@@ -6,10 +6,12 @@
 //   etcd_watch --endpoints=HOST:PORT[,HOST:PORT...] --prefix=P
 //              --duration=SECONDS [--give-up-after=SECONDS]
 //              [--stall-timeout-ms=N] [--events-out=FILE] [--state-out=FILE]
-//              [--progress-notify=true]
+//              [--progress-notify=true] [--member-sync-ms=5000] [--log]
 //
 // --events-out: one line per delivered event, "<mod_revision> <PUT|DELETE>
-// <key>", flushed as it is written. --state-out: at exit, the watcher's view
+// <key>", flushed as it is written. --member-sync-ms: how often the
+// endpoints are synced with the cluster's member list (0: never; the
+// endpoints stay as given). --state-out: at exit, the watcher's view
 // of the prefix, "<key> <mod_revision>" per line, sorted by key. SIGINT or
 // SIGTERM end the run early (the summary is still printed). Exit status: 0,
 // or 1 if an error reached the application (or the start failed), 2 for bad
@@ -35,6 +37,7 @@
 #include "examples/etcd/etcd_client.h"
 #include "examples/etcd/key_watcher.h"
 #include "support/figures.h"
+#include "tether/logging.h"
 
 ABSL_FLAG(std::string, endpoints, "",
           "etcd client endpoints, HOST:PORT[,HOST:PORT...] (required)");
@@ -48,6 +51,12 @@ ABSL_FLAG(int64_t, stall_timeout_ms, 0,
 ABSL_FLAG(std::string, events_out, "", "file for one line per event");
 ABSL_FLAG(std::string, state_out, "", "file for the final state");
 ABSL_FLAG(bool, progress_notify, true, "ask etcd for progress notifications");
+ABSL_FLAG(bool, log, false,
+          "log the stream's attempts and the pool's connections to stderr, "
+          "each line with the time");
+ABSL_FLAG(int64_t, member_sync_ms, 5000,
+          "sync the endpoints with the member list this often (0: never; "
+          "else [500, 3600000])");
 
 namespace etcd = ::tether::examples::etcd;
 
@@ -57,6 +66,18 @@ int BadFlag(const std::string& message) {
   std::fprintf(stderr, "etcd_watch: %s\n", message.c_str());
   return 2;
 }
+
+// stderr, each line with the wall-clock time (to set beside other logs).
+class TimedStderr final : public tether::LogSink {
+ public:
+  void Write(tether::LogSeverity severity, absl::string_view line) override {
+    std::string out = absl::StrFormat(
+        "%s %s %s\n",
+        absl::FormatTime("%H:%M:%E3S", absl::Now(), absl::UTCTimeZone()),
+        tether::LogSeverityName(severity), line);
+    std::fwrite(out.data(), 1, out.size(), stderr);
+  }
+};
 
 
 }  // namespace
@@ -80,6 +101,12 @@ int main(int argc, char** argv) {
   const int64_t stall_ms = absl::GetFlag(FLAGS_stall_timeout_ms);
   if (stall_ms < 0 || stall_ms > 86400000) {
     return BadFlag("--stall-timeout-ms must be 0 (off) or in [1, 86400000]");
+  }
+
+  const int64_t member_sync_ms = absl::GetFlag(FLAGS_member_sync_ms);
+  if (member_sync_ms != 0 &&
+      (member_sync_ms < 500 || member_sync_ms > 3600000)) {
+    return BadFlag("--member-sync-ms must be 0 (never) or in [500, 3600000]");
   }
 
   std::FILE* events_out = nullptr;
@@ -110,6 +137,16 @@ int main(int argc, char** argv) {
   options.stall_timeout = absl::Milliseconds(stall_ms);
   options.give_up_after = absl::Seconds(give_up_s);
   options.progress_notify = absl::GetFlag(FLAGS_progress_notify);
+  options.member_sync_interval = absl::Milliseconds(member_sync_ms);
+  if (absl::GetFlag(FLAGS_log)) {
+    tether::LoggingOptions log_options;
+    log_options.sink = std::make_shared<TimedStderr>();
+    log_options.max_lines_per_window = 100;
+    auto log = tether::LoggingObserver::Create(std::move(log_options));
+    if (!log.ok()) return BadFlag(log.status().ToString());
+    options.observer = *log;
+    options.pool_observer = *log;
+  }
 
   auto watcher = etcd::KeyWatcher::Start(
       options,

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "examples/etcd/member_list.h"
 #include "grpcpp/client_context.h"
 
 namespace tether {
@@ -22,6 +23,12 @@ absl::Status Validate(const KeyWatcherOptions& options) {
           "KeyWatcherOptions.endpoints: empty or duplicate entry \"", e,
           "\""));
     }
+  }
+  if (options.member_sync_interval != absl::ZeroDuration() &&
+      (options.member_sync_interval < absl::Milliseconds(500) ||
+       options.member_sync_interval > absl::Hours(1))) {
+    return absl::InvalidArgumentError(
+        "KeyWatcherOptions.member_sync_interval must be 0 or in [500 ms, 1 h]");
   }
   if (options.stall_timeout != absl::ZeroDuration() &&
       (options.stall_timeout < absl::Milliseconds(1) ||
@@ -47,7 +54,7 @@ KeyWatcher::KeyWatcher(KeyWatcherOptions options, EventFn on_event,
       on_event_(std::move(on_event)),
       on_resync_(std::move(on_resync)),
       on_done_(std::move(on_done)),
-      client_(options_.endpoints) {}
+      client_(std::make_shared<EtcdClient>(options_.endpoints)) {}
 
 absl::StatusOr<std::unique_ptr<KeyWatcher>> KeyWatcher::Start(
     KeyWatcherOptions options, EventFn on_event, ResyncFn on_resync,
@@ -59,15 +66,23 @@ absl::StatusOr<std::unique_ptr<KeyWatcher>> KeyWatcher::Start(
       std::move(on_done)));
 
   ConnectionPoolOptions pool_options;
-  pool_options.addresses = w->options_.endpoints;
+  if (w->options_.member_sync_interval == absl::ZeroDuration()) {
+    pool_options.addresses = w->options_.endpoints;
+  } else {
+    auto members =
+        MemberListEndpoints(w->client_, w->options_.member_sync_interval);
+    if (!members.ok()) return members.status();
+    pool_options.endpoints = *std::move(members);
+  }
   // etcd serves grpc.health.v1: a member going NOT_SERVING is a drain.
   pool_options.health_check = true;
+  pool_options.observer = w->options_.pool_observer;
   auto pool = ConnectionPool::Create(std::move(pool_options));
   if (!pool.ok()) return pool.status();
   w->pool_ = *std::move(pool);
 
   absl::StatusOr<Listing> listing =
-      w->client_.List(w->options_.prefix, absl::Now() + w->options_.list_timeout);
+      w->client_->List(w->options_.prefix, absl::Now() + w->options_.list_timeout);
   if (!listing.ok()) {
     return absl::Status(listing.status().code(),
                         absl::StrCat("initial listing of \"",
@@ -184,7 +199,7 @@ void KeyWatcher::OnMessage(etcdserverpb::WatchResponse&& response) {
 
 void KeyWatcher::Resync(ResyncDone done) {
   absl::StatusOr<Listing> listing =
-      client_.List(options_.prefix, absl::Now() + options_.list_timeout);
+      client_->List(options_.prefix, absl::Now() + options_.list_timeout);
   if (!listing.ok()) {
     done(absl::Status(listing.status().code(),
                       absl::StrCat("resync listing of \"", options_.prefix,
@@ -222,6 +237,12 @@ StreamStats KeyWatcher::stats() const { return stream_->stats(); }
 std::int64_t KeyWatcher::resyncs() const {
   absl::MutexLock lock(&mu_);
   return resyncs_;
+}
+
+std::vector<std::string> KeyWatcher::endpoints() const {
+  std::vector<std::string> out;
+  for (const EndpointStats& e : pool_->Endpoints()) out.push_back(e.address);
+  return out;
 }
 
 void KeyWatcher::Cancel() { CancelStream(); }

@@ -29,8 +29,17 @@ namespace examples {
 namespace etcd {
 
 struct KeyWatcherOptions {
-  // The cluster's client endpoints, "host:port". Required, distinct.
+  // The cluster's client endpoints, "host:port": where to start. Required,
+  // distinct.
   std::vector<std::string> endpoints;
+  // Keep the endpoints in sync with the cluster's member list: ask for it
+  // this often, and also when a member drains or refuses a connect (at
+  // most every 500 ms), so the watch follows members that are replaced
+  // with new addresses (see `MemberListEndpoints`). 0 keeps `endpoints` as
+  // given: set it when they are proxies or load balancers in front of the
+  // members (the member list names the members themselves). Default 5 s; 0,
+  // or in [500 ms, 1 h].
+  absl::Duration member_sync_interval = absl::Seconds(5);
   // The keys watched: every key starting with `prefix`. Default "" (all).
   std::string prefix;
   // tether's stall detection (ReconnectingStreamOptions::stall_timeout): an
@@ -52,6 +61,9 @@ struct KeyWatcherOptions {
   bool progress_notify = true;
   // Passed to the stream (attempts, drains, stalls, resyncs). Default none.
   std::shared_ptr<StreamObserver> observer;
+  // Passed to the pool (connections, endpoints joining and leaving).
+  // Default none.
+  std::shared_ptr<ConnectionObserver> pool_observer;
 };
 
 // OK or INVALID_ARGUMENT naming the field.
@@ -61,7 +73,8 @@ absl::Status Validate(const KeyWatcherOptions& options);
 //
 // Start lists the prefix (a linearizable Range), then watches it from the
 // listing's revision + 1 on a ReconnectingBidiStream over a ConnectionPool of
-// the endpoints. Positions are etcd revisions (sparse): a response's events
+// the endpoints (kept in sync with the member list, unless
+// `member_sync_interval` is 0). Positions are etcd revisions (sparse): a response's events
 // are a batch (first..last mod_revision), trimmed when a reconnect's replay
 // straddles the last delivered revision; a progress notification moves the
 // resume position; the `created` answer does not (its header revision is
@@ -102,6 +115,9 @@ class KeyWatcher {
   StreamStats stats() const;
   // Resyncs done (also in stats().resyncs).
   std::int64_t resyncs() const;
+  // The endpoints the watch may use now ("host:port", in the order they
+  // joined; those leaving included until their streams have moved).
+  std::vector<std::string> endpoints() const;
   void Cancel();
 
  private:
@@ -119,7 +135,8 @@ class KeyWatcher {
   const EventFn on_event_;
   const ResyncFn on_resync_;
   const DoneFn on_done_;
-  EtcdClient client_;
+  // Shared with the member-list source, which updates its endpoints.
+  std::shared_ptr<EtcdClient> client_;
   std::shared_ptr<ConnectionPool> pool_;
 
   mutable absl::Mutex mu_;

@@ -158,6 +158,29 @@ EtcdClusterOptions FastProgress() {
   return o;
 }
 
+// The watcher the cluster tests start: every member, stalls detected.
+KeyWatcherOptions WatchOptions(EtcdCluster& c, const std::string& prefix) {
+  KeyWatcherOptions options;
+  options.endpoints = c.client_addresses();
+  options.prefix = prefix;
+  options.stall_timeout = absl::Seconds(3);
+  return options;
+}
+
+// The member that holds the watch stream (found from etcd's gauge).
+int WatchedMember(EtcdCluster& c) {
+  absl::Time deadline = absl::Now() + kWait;
+  while (absl::Now() < deadline) {
+    auto members = c.MembersWithWatchStreams();
+    EXPECT_TRUE(members.ok()) << members.status();
+    if (!members.ok()) return -1;
+    if (members->size() == 1) return (*members)[0];
+    absl::SleepFor(absl::Milliseconds(20));  // polls the gauge, bounded
+  }
+  ADD_FAILURE() << "no single member holds the watch";
+  return -1;
+}
+
 TEST(KeyWatcherTest, RollingRestartDeliversEveryPutOnceInOrder) {
   auto cluster = EtcdCluster::Start(FastProgress());
   ASSERT_TRUE(cluster.ok()) << cluster.status();
@@ -168,10 +191,7 @@ TEST(KeyWatcherTest, RollingRestartDeliversEveryPutOnceInOrder) {
   ASSERT_TRUE(client.Put(prefix + "before", "x", absl::Now() + kWait).ok());
 
   Collector collected;
-  KeyWatcherOptions options;
-  options.endpoints = c.client_addresses();
-  options.prefix = prefix;
-  options.stall_timeout = absl::Seconds(3);
+  KeyWatcherOptions options = WatchOptions(c, prefix);
   auto watcher = StartWatcher(options, &collected);
   ASSERT_NE(watcher, nullptr);
   ASSERT_EQ(watcher->State().keys.size(), 1u);
@@ -200,26 +220,15 @@ TEST(KeyWatcherTest, KillNineOfTheWatchedMember) {
   const std::string prefix = "/kill/";
 
   Collector collected;
-  KeyWatcherOptions options;
-  options.endpoints = c.client_addresses();
-  options.prefix = prefix;
-  options.stall_timeout = absl::Seconds(3);
+  KeyWatcherOptions options = WatchOptions(c, prefix);
   auto watcher = StartWatcher(options, &collected);
   ASSERT_NE(watcher, nullptr);
 
   EtcdWriter writer(&client, prefix, 400, absl::Milliseconds(5));
   writer.Start();
   ASSERT_TRUE(writer.WaitForWritten(50, kWait));
-  // The member that holds the watch stream.
-  int victim = -1;
-  absl::Time deadline = absl::Now() + kWait;
-  while (victim < 0 && absl::Now() < deadline) {
-    auto members = c.MembersWithWatchStreams();
-    ASSERT_TRUE(members.ok()) << members.status();
-    if (members->size() == 1) victim = (*members)[0];
-    if (victim < 0) absl::SleepFor(absl::Milliseconds(20));
-  }
-  ASSERT_GE(victim, 0) << "no single member holds the watch";
+  const int victim = WatchedMember(c);
+  ASSERT_GE(victim, 0);
   ASSERT_TRUE(c.Kill(victim).ok());
   ASSERT_TRUE(writer.WaitForWritten(250, kWait));
   ASSERT_TRUE(c.Restart(victim).ok());
@@ -231,6 +240,71 @@ TEST(KeyWatcherTest, KillNineOfTheWatchedMember) {
   ExpectExactlyOnceInOrder(collected.events(), written);
   ExpectStateEqualsEtcd(*watcher, client, prefix);
   EXPECT_EQ(watcher->resyncs(), 0);
+}
+
+// kill -9 of each member in turn, then members replaced by new ones on new
+// addresses (member remove + add) until the only original member left is
+// killed too: the watch follows the member list, and every put arrives once,
+// in order.
+TEST(KeyWatcherTest, KillNineOfEachMemberThenReplacedMembers) {
+  auto cluster = EtcdCluster::Start(FastProgress());
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  EtcdCluster& c = **cluster;
+  EtcdClient client(c.client_addresses());
+  const std::string prefix = "/members/";
+
+  Collector collected;
+  KeyWatcherOptions options = WatchOptions(c, prefix);
+  options.member_sync_interval = absl::Seconds(1);
+  auto watcher = StartWatcher(options, &collected);
+  ASSERT_NE(watcher, nullptr);
+
+  // Puts all through the kills and (while they last) the replacements.
+  EtcdWriter writer(&client, prefix, 1000, absl::Milliseconds(5));
+  writer.Start();
+  ASSERT_TRUE(writer.WaitForWritten(50, kWait));
+  for (int i = 0; i < c.size(); ++i) {
+    ASSERT_TRUE(c.Kill(i).ok());
+    ASSERT_TRUE(c.Restart(i).ok());  // waits until the cluster serves
+  }
+  // Replace the member under the watch, then another one: two of the three
+  // members now have addresses the watcher was never given.
+  const int first = WatchedMember(c);
+  ASSERT_GE(first, 0);
+  const int second = (first + 1) % c.size();
+  const int last_original = (first + 2) % c.size();
+  const std::string gone = c.client_address(first);
+  ASSERT_TRUE(c.Replace(first).ok());
+  client.SetEndpoints(c.client_addresses());
+  ASSERT_TRUE(c.Replace(second).ok());
+  client.SetEndpoints(c.client_addresses());
+  // The watcher learns the new members from the member list.
+  std::vector<std::string> want = c.client_addresses();
+  std::sort(want.begin(), want.end());
+  absl::Time deadline = absl::Now() + kWait;
+  std::vector<std::string> got;
+  while (absl::Now() < deadline) {
+    got = watcher->endpoints();
+    std::sort(got.begin(), got.end());
+    if (got == want) break;
+    absl::SleepFor(absl::Milliseconds(20));  // polls the pool, bounded
+  }
+  EXPECT_EQ(got, want);
+  ASSERT_TRUE(writer.Join().ok());
+  // Kill the last member it was given: only the new ones can serve it.
+  ASSERT_TRUE(c.Kill(last_original).ok());
+  EtcdWriter after(&client, prefix + "after/", 100, absl::ZeroDuration());
+  after.Start();
+  ASSERT_TRUE(after.Join().ok()) << "writes need 2 of the 3 members";
+  std::vector<WrittenKey> written = writer.written();
+  ASSERT_EQ(written.size(), 1000u);
+  for (const WrittenKey& k : after.written()) written.push_back(k);
+
+  ASSERT_TRUE(collected.WaitForKeys(written, kWait)) << collected.status();
+  ExpectExactlyOnceInOrder(collected.events(), written);
+  EXPECT_EQ(watcher->resyncs(), 0);
+  EXPECT_FALSE(collected.done()) << collected.status();
+  EXPECT_THAT(watcher->endpoints(), ::testing::Not(::testing::Contains(gone)));
 }
 
 TEST(KeyWatcherTest, CompactionWhileCutOffResyncsOnce) {
@@ -253,6 +327,8 @@ TEST(KeyWatcherTest, CompactionWhileCutOffResyncsOnce) {
   KeyWatcherOptions options;
   options.endpoints = {proxy.address()};
   options.prefix = prefix;
+  // Only through the proxy: the member list would name the members.
+  options.member_sync_interval = absl::ZeroDuration();
   auto watcher = StartWatcher(options, &collected);
   ASSERT_NE(watcher, nullptr);
   EXPECT_EQ(watcher->State().keys.size(), 50u);

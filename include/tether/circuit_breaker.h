@@ -69,6 +69,12 @@ struct BreakerCounts {
   std::uint64_t consecutive_failures = 0;
   // Trips since the breaker last closed; the break duration grows with it.
   std::uint64_t consecutive_trips = 0;
+  // Why the breaker is in its state, in a few words: the rule that opened
+  // it ("5 consecutive failures", "failure rate 50.0% >= 50% over 64
+  // calls", "a half-open probe failed"), or what moved it since ("break
+  // over", "dependency available", "3 probes succeeded", "forced open",
+  // "disabled", "switches off"). Empty until its first state change.
+  std::string reason;
 };
 
 // Receives a breaker's events, for metrics and logs. All methods have empty

@@ -45,8 +45,8 @@ struct ClientOptions {
 
   // The dependency's circuit breaker, shared by the pool, every stream and
   // every unary caller the client makes. Default: `CircuitBreakerOptions()`
-  // with `name` set to the pool's target label (see `Client::target_label`)
-  // when left "default". `breaker.observer` is kept and runs next to the
+  // with `name` set to the pool's label (see `Client::target_label`) when
+  // left "default". `breaker.observer` is kept and runs next to the
   // client's logging and metrics.
   CircuitBreakerOptions breaker;
   // False: no breaker at all (streams retry on their budget alone). Default
@@ -136,7 +136,8 @@ class Client {
           on_message,
       typename ReconnectingStream<Request, Response>::DoneCallback on_done,
       StreamSettings settings = {}) {
-    absl::StatusOr<ReconnectingStreamOptions> options = OptionsFor(settings);
+    absl::StatusOr<ReconnectingStreamOptions> options =
+        OptionsFor(settings, StreamKind::kServerStream);
     if (!options.ok()) return options.status();
     return ReconnectingStream<Request, Response>::Start(
         connections_, std::move(spec), *std::move(options),
@@ -147,7 +148,8 @@ class Client {
   template <class Request, class Response>
   absl::StatusOr<std::unique_ptr<ReconnectingStream<Request, Response>>> Open(
       StreamSpec<Request, Response> spec, StreamSettings settings = {}) {
-    absl::StatusOr<ReconnectingStreamOptions> options = OptionsFor(settings);
+    absl::StatusOr<ReconnectingStreamOptions> options =
+        OptionsFor(settings, StreamKind::kServerStream);
     if (!options.ok()) return options.status();
     return ReconnectingStream<Request, Response>::Open(
         connections_, std::move(spec), *std::move(options));
@@ -162,7 +164,8 @@ class Client {
           on_message,
       typename ReconnectingBidiStream<Request, Response>::DoneCallback on_done,
       StreamSettings settings = {}) {
-    absl::StatusOr<ReconnectingStreamOptions> options = OptionsFor(settings);
+    absl::StatusOr<ReconnectingStreamOptions> options =
+        OptionsFor(settings, StreamKind::kBidi);
     if (!options.ok()) return options.status();
     return ReconnectingBidiStream<Request, Response>::Start(
         connections_, std::move(spec), *std::move(options),
@@ -173,7 +176,8 @@ class Client {
   template <class Request, class Response>
   absl::StatusOr<std::unique_ptr<ReconnectingBidiStream<Request, Response>>>
   Open(BidiStreamSpec<Request, Response> spec, StreamSettings settings = {}) {
-    absl::StatusOr<ReconnectingStreamOptions> options = OptionsFor(settings);
+    absl::StatusOr<ReconnectingStreamOptions> options =
+        OptionsFor(settings, StreamKind::kBidi);
     if (!options.ok()) return options.status();
     return ReconnectingBidiStream<Request, Response>::Open(
         connections_, std::move(spec), *std::move(options));
@@ -210,9 +214,9 @@ class Client {
   const ReconnectingStreamOptions& stream_options() const {
     return stream_options_;
   }
-  // The `grpc.target` metric label and the breaker's default name: the
-  // pool's `target`, or its `addresses` joined with "," (also when
-  // `ClientOptions::connections` replaces the pool).
+  // The `grpc.target` metric label and the breaker's default name:
+  // `PoolLabel(ClientOptions::pool)` (also when `ClientOptions::connections`
+  // replaces the pool).
   const std::string& target_label() const { return target_label_; }
 
  private:
@@ -221,7 +225,7 @@ class Client {
   // The client's stream options for `settings`: the breaker, the clock and
   // the observers (logging, metrics, the user's) filled in.
   absl::StatusOr<ReconnectingStreamOptions> OptionsFor(
-      const StreamSettings& settings) const;
+      const StreamSettings& settings, StreamKind kind) const;
 
   ReconnectingStreamOptions stream_options_;
   UnaryCallOptions unary_options_;

@@ -91,6 +91,11 @@ struct ConnectionPoolOptions {
   // source. Until the first answer picks fail with UNAVAILABLE. Default
   // null.
   std::shared_ptr<EndpointSource> endpoints;
+  // The pool's name: the `grpc.target` label of its streams' metrics
+  // (`ConnectionPool::label`, `tether::Client`) and a `Client` breaker's
+  // default name. Default "": derived from where the pool connects (see
+  // `PoolLabel`). At most 256 characters.
+  std::string label;
 
   // Channel credentials for every connection: `grpc::SslCredentials(...)`
   // for TLS (with a client key and certificate for mutual TLS). With an
@@ -154,11 +159,11 @@ struct ConnectionPoolOptions {
   // then detected within keepalive_time + keepalive_timeout (about 6.3 min).
   // Lower `keepalive_time` only for servers configured to allow it.
   //
-  // Interval between pings. Default 6 min; >= 10 s, or InfiniteDuration to
-  // disable keepalive.
+  // Interval between pings. Default 6 min; in [10 s, 24 h], or
+  // InfiniteDuration to disable keepalive.
   absl::Duration keepalive_time = absl::Minutes(6);
   // How long to wait for a ping's ack before closing the connection.
-  // Default 20 s; > 0 and finite.
+  // Default 20 s; in (0, 24 h].
   absl::Duration keepalive_timeout = absl::Seconds(20);
   // Also ping with no call open. Default false (servers punish it).
   bool keepalive_permit_without_calls = false;
@@ -239,6 +244,10 @@ struct ConnectionPoolOptions {
 
 // OK, or INVALID_ARGUMENT naming the first field that is out of range.
 absl::Status Validate(const ConnectionPoolOptions& options);
+
+// The label a pool made from `options` has: `label` if set, else `target`,
+// else `AddressListLabel(addresses)`, else `endpoints->Label()`.
+std::string PoolLabel(const ConnectionPoolOptions& options);
 
 // A snapshot of a pool's connections.
 struct ConnectionPoolStats {
@@ -373,9 +382,14 @@ class ConnectionPool final : public ConnectionSource {
   // The endpoints and their streams, in the order they joined.
   std::vector<EndpointStats> Endpoints() const;
 
+  // The pool's name for metrics and logs (`PoolLabel` of its options), e.g.
+  // `MakeMetricsObserver(sink, method, pool->label())`.
+  const std::string& label() const { return label_; }
+
  private:
   ConnectionPool() = default;
 
+  std::string label_;
   std::shared_ptr<internal::GrpcConnectionDriver> driver_;
   std::shared_ptr<internal::PoolCore> core_;
   std::shared_ptr<EndpointSource> source_;

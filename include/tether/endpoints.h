@@ -101,6 +101,11 @@ class EndpointSource {
   // Stops delivering and releases the sink (see the class comment on sink
   // calls in progress).
   virtual void Stop() = 0;
+  // What the set is called: the default label of a pool fed by this source
+  // (`ConnectionPool::label`, the `grpc.target` of its metrics), e.g. the
+  // name a resolver looks up. Called once, from `ConnectionPool::Create`.
+  // Default "endpoints".
+  virtual std::string Label() const { return "endpoints"; }
 };
 
 // A source that delivers `endpoints` once and never changes them (what
@@ -108,6 +113,11 @@ class EndpointSource {
 // `ValidateEndpoints`.
 absl::StatusOr<std::shared_ptr<EndpointSource>> FixedEndpoints(
     std::vector<Endpoint> endpoints);
+
+// A label for an address list, as a fixed source and a pool made from
+// `addresses` have: the first three addresses joined with ",", then
+// "+N" for the N others ("10.0.0.1:5000,10.0.0.2:5000,10.0.0.3:5000,+2").
+std::string AddressListLabel(const std::vector<std::string>& addresses);
 
 }  // namespace tether
 

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -52,7 +53,8 @@ enum class LogEvent {
   kGaveUp,
   kStalled,
   kResync,
-  kStreamDraining,  // a connection draining (told to a stream or a pool)
+  kStreamDraining,  // a connection draining (told to a stream or a pool),
+                    // or a server's drain notice on a stream
   kConnection,      // pool: opened, ready, suspect, restored, retired,
                     // endpoints added, missing, removed, source errors
   kBreakerState,
@@ -127,7 +129,10 @@ class LoggingObserver final
   void OnGaveUp(const absl::Status& status) override;
   void OnStalled(const AttemptInfo& info, absl::Duration silent_for) override;
   void OnResync(const absl::Status& why, std::uint64_t resume_after) override;
-  // Both StreamObserver's and ConnectionObserver's.
+  void OnDrainNotice(const AttemptInfo& info) override;
+  // Both StreamObserver's and ConnectionObserver's. One line per drain
+  // (connection and reason), however many of the pool and the streams on
+  // that connection report it through this observer.
   void OnConnectionDraining(std::uint64_t connection_id,
                             absl::string_view why) override;
 
@@ -194,6 +199,10 @@ class LoggingObserver final
   std::array<Window, static_cast<std::size_t>(LogEvent::kCount)> windows_
       ABSL_GUARDED_BY(mu_);
   std::uint64_t suppressed_total_ ABSL_GUARDED_BY(mu_) = 0;
+  // The last drains written, (connection, why), oldest overwritten first.
+  std::array<std::pair<std::uint64_t, std::string>, 16> drains_said_
+      ABSL_GUARDED_BY(mu_);
+  std::size_t next_drain_slot_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace tether

@@ -42,6 +42,10 @@ enum class MetricId {
   kConnectionsOpened,          // counter
   kEndpoints,                  // up-down counter
   kEndpointErrors,             // counter
+  kMessagesDelivered,          // counter
+  kOutboxDepth,                // up-down counter
+  kWritesRefused,              // counter
+  kStreamDuration,             // histogram, seconds
 };
 
 enum class MetricKind {
@@ -123,11 +127,14 @@ class InMemoryMetricsSink final : public MetricsSink {
 //   auto sink = std::make_shared<tether::InMemoryMetricsSink>();
 //   tether::ReconnectingStreamOptions options;
 //   options.observer = tether::MakeMetricsObserver(
-//       sink, "ledger.Ledger/Watch", "dns:///ledger:443");
+//       sink, "ledger.Ledger/Watch", pool->label());
 //
 // A stream counts as open from its first attempt until the stream is
 // destroyed and its last gRPC call has finished (the moment the stream
-// releases its observer).
+// releases its observer). Its duration (`tether.client.stream.duration`)
+// runs from its first attempt to its end, or to its release for a stream
+// destroyed before its end (recorded as cancelled). `kind` labels
+// `tether.client.messages.delivered` and the duration (`tether.kind`).
 //
 // Thread safety: as `StreamObserver`; the sink is called without locks.
 class MetricsStreamObserver final : public StreamObserver {
@@ -135,7 +142,8 @@ class MetricsStreamObserver final : public StreamObserver {
   // `clock` times the attempts; null means `SystemClock()`.
   MetricsStreamObserver(std::shared_ptr<MetricsSink> sink, std::string method,
                         std::string target,
-                        std::shared_ptr<Clock> clock = nullptr);
+                        std::shared_ptr<Clock> clock = nullptr,
+                        StreamKind kind = StreamKind::kServerStream);
   ~MetricsStreamObserver() override;
 
   void OnAttemptStarted(const AttemptInfo& info) override;
@@ -151,22 +159,36 @@ class MetricsStreamObserver final : public StreamObserver {
 
   // Counts the resync in `tether.client.resyncs`.
   void OnResync(const absl::Status& why, std::uint64_t resume_after) override;
+  void OnMessageDelivered() override;
+  void OnStreamEnded(const absl::Status& status, StreamEnd how) override;
+  void OnOutboxChanged(std::int64_t delta) override;
+  void OnWriteRefused() override;
 
  private:
+  // Records the stream's duration and takes its outbox out of the gauge;
+  // the first call only.
+  void RecordEnd(const absl::Status& status, StreamEnd how);
+
   const std::shared_ptr<MetricsSink> sink_;
   const std::string method_;
   const std::string target_;
   const std::shared_ptr<Clock> clock_holder_;
   Clock* const clock_;
+  const StreamKind kind_;
   internal::Mutex mu_;
   bool counted_open_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Time opened_at_ ABSL_GUARDED_BY(mu_);
+  bool ended_ ABSL_GUARDED_BY(mu_) = false;
+  // Writes in this stream's outbox, as the gauge holds them.
+  std::int64_t outbox_ ABSL_GUARDED_BY(mu_) = 0;
   // Start times of running attempts, by attempt number.
   std::map<std::uint64_t, absl::Time> started_ ABSL_GUARDED_BY(mu_);
 };
 
 std::shared_ptr<MetricsStreamObserver> MakeMetricsObserver(
     std::shared_ptr<MetricsSink> sink, std::string method, std::string target,
-    std::shared_ptr<Clock> clock = nullptr);
+    std::shared_ptr<Clock> clock = nullptr,
+    StreamKind kind = StreamKind::kServerStream);
 
 // Records a pool's connections by state (`tether.client.connections`,
 // attribute `tether.state`: connecting, ready, draining, suspect) and the

@@ -13,15 +13,37 @@ namespace tether {
 
 // Why a stream opened a new attempt.
 enum class AttemptReason {
-  kFirst,      // the stream's first attempt
-  kReopen,     // the previous attempt ended and was classified retryable
-  kMigration,  // the previous attempt's connection is draining (make before
-               // break: the old attempt still runs until this one delivers)
-  kResync,     // the resume position could not be used; the stream starts
-               // again from a position the application supplied
+  kFirst,        // the stream's first attempt
+  kReopen,       // the previous attempt ended and was classified retryable
+  kMigration,    // the previous attempt's connection is draining (make before
+                 // break: the old attempt still runs until this one delivers)
+  kResync,       // the resume position could not be used; the stream starts
+                 // again from a position the application supplied
+  kDrainNotice,  // the server sent its drain notice on the previous attempt
+                 // (make before break, as kMigration)
 };
 
 absl::string_view AttemptReasonName(AttemptReason r);
+
+// Which kind of stream an observer watches (a metrics label).
+enum class StreamKind {
+  kServerStream,  // `ReconnectingStream`: "server_stream"
+  kBidi,          // `ReconnectingBidiStream`: "bidi"
+};
+
+absl::string_view StreamKindName(StreamKind k);
+
+// How a stream ended, as `StreamObserver::OnStreamEnded` reports it.
+enum class StreamEnd {
+  kFinished,   // the server ended the stream OK: "finished"
+  kCancelled,  // the app cancelled or destroyed it: "cancelled"
+  kGaveUp,     // the reopen budget was spent: "gave_up"
+  kFailed,     // a permanent status, a callback that threw, a failed
+               // resync, an open breaker with `fail_fast_on_open_breaker`:
+               // "failed"
+};
+
+absl::string_view StreamEndName(StreamEnd e);
 
 // Which attempt this is: handed to the observer and, before each attempt
 // starts, to `StreamSpec::configure_attempt` (per-attempt metadata,
@@ -80,6 +102,26 @@ class StreamObserver {
   // A connection this stream uses started draining.
   virtual void OnConnectionDraining(std::uint64_t /*connection_id*/,
                                     absl::string_view /*why*/) {}
+  // Attempt `info` received the server's drain notice
+  // (`StreamSpec::is_drain_notice`): the stream moves off it, and its next
+  // attempt starts for `AttemptReason::kDrainNotice`.
+  virtual void OnDrainNotice(const AttemptInfo& /*info*/) {}
+  // A message was handed to the app (after its `on_message` returned, or
+  // by `Read`). Called once per message, on the delivering thread: keep it
+  // cheap.
+  virtual void OnMessageDelivered() {}
+  // The stream's end is decided: `status` goes to the app next. Once per
+  // stream; not called for a stream destroyed before its end.
+  virtual void OnStreamEnded(const absl::Status& /*status*/,
+                             StreamEnd /*how*/) {}
+  // Bidi streams: the outbox (writes not yet acknowledged, or without
+  // `acknowledges` not yet written) grew or shrank by `delta`. Calls for
+  // one stream may arrive in another order than the changes (sum the
+  // deltas; do not read an order into them). Not called after the end.
+  virtual void OnOutboxChanged(std::int64_t /*delta*/) {}
+  // Bidi streams: `Write` returned RESOURCE_EXHAUSTED (the outbox held
+  // `max_outbox` writes).
+  virtual void OnWriteRefused() {}
 };
 
 }  // namespace tether

@@ -68,6 +68,11 @@ struct BidiStreamSpec {
   std::function<bool(const Response&)> resync_on_message;
   std::function<bool(const absl::Status&)> resync_on_end;
   std::function<void(ResyncDone done)> resync;
+  // Drain notices, as in StreamSpec: a notice moves the stream as a drain
+  // does (the new attempt carries the writes, replaying the unacknowledged
+  // ones), and reaches the app only with `deliver_drain_notice`.
+  std::function<bool(const Response&)> is_drain_notice;
+  bool deliver_drain_notice = false;
 
   // Optional: sets up each attempt's context. Called before `start`.
   std::function<void(grpc::ClientContext&)> configure_context;
@@ -216,8 +221,8 @@ class ReconnectingBidiStream {
     // replays that write, would never send it again: the app would miss
     // the acknowledgement. So acknowledged streams deliver during a move.
     if (spec.acknowledges) options.migration_hold_fallback = false;
-    auto box =
-        std::make_shared<Box>(options.max_outbox, std::move(spec.acknowledges));
+    auto box = std::make_shared<Box>(
+        options.max_outbox, std::move(spec.acknowledges), options.observer);
     using Open = internal::BidiOpen<Request>;
     internal::StreamHooks hooks;
     hooks.initial_position = spec.initial_position;

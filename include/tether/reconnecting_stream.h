@@ -19,6 +19,7 @@
 #include "tether/internal/stream_core.h"
 #include "tether/position.h"
 #include "tether/stream_options.h"
+#include "tether/target.h"
 #include "tether/transport.h"
 
 namespace tether {
@@ -100,6 +101,25 @@ struct StreamSpec {
   std::function<bool(const absl::Status&)> resync_on_end;
   std::function<void(ResyncDone done)> resync;
 
+  // Drain notices: the server's own message that says "this server is
+  // leaving" (what `tether::server::DrainHooks::send_notice` sends). True
+  // for such a message. On one, the stream moves exactly as when its
+  // connection announces a drain (a GOAWAY; with `migrate_on_drain`): a new
+  // attempt resumes from the last delivered position, the old one runs on
+  // until the new one delivers. Nothing counts against the breaker or the
+  // reopen budget; the observer sees `OnDrainNotice`, then an attempt
+  // started for `AttemptReason::kDrainNotice`. The connection is not marked
+  // draining: behind an L7 proxy it is healthy, and the new call goes
+  // through the proxy again. If it lands on the leaving server, that server
+  // sends a notice again and the stream moves again: 8 moves in a row at
+  // once, then at most 10 a second (never a spin). A notice carries no
+  // position (the position readers never see it). Called for every message
+  // from any thread, with no tether lock held. Default empty: no notices.
+  std::function<bool(const Response&)> is_drain_notice;
+  // Whether drain notices also reach the app, in order with the other
+  // messages. Default false. Needs `is_drain_notice`.
+  bool deliver_drain_notice = false;
+
   // Optional: sets up each attempt's context (metadata, a per-attempt
   // deadline, ...). Called once per attempt, before `start`.
   std::function<void(grpc::ClientContext&)> configure_context;
@@ -126,28 +146,6 @@ struct StreamSpec {
   // duplicates. Default: none; the first message sets the baseline. Needs
   // `sequence_of` or `position_of` (INVALID_ARGUMENT otherwise).
   absl::optional<std::uint64_t> initial_last_seq;
-};
-
-// Where a stream opens its attempts: one channel, or a `ConnectionSource`
-// such as a `ConnectionPool` (drain-aware). Implicitly built from either.
-// A pool creates its own channels (credentials and interceptors come from
-// `ConnectionPoolOptions`); a single channel is the caller's: build it with
-// `grpc::experimental::CreateCustomChannelWithInterceptors` to intercept.
-class Target {
- public:
-  Target(std::shared_ptr<grpc::Channel> channel)  // NOLINT: implicit
-      : source_(SingleChannelSource(std::move(channel))) {}
-  Target(std::shared_ptr<ConnectionSource> source)  // NOLINT: implicit
-      : source_(std::move(source)) {}
-  template <class Source, class = std::enable_if_t<
-                              std::is_base_of<ConnectionSource, Source>::value>>
-  Target(std::shared_ptr<Source> source)  // NOLINT: implicit
-      : source_(std::move(source)) {}
-
-  const std::shared_ptr<ConnectionSource>& source() const { return source_; }
-
- private:
-  std::shared_ptr<ConnectionSource> source_;
 };
 
 // A server stream that survives its server going away.

@@ -1,11 +1,15 @@
 // Copyright 2026 The tether Authors. Licensed under the Apache License 2.0.
 //
-// An endpoint source that resolves a name itself (A and AAAA records, with
-// c-ares), so that a `ConnectionPool` connects to each address on its own.
+// Endpoint sources that look their set up again and again: one that resolves
+// a name itself (A and AAAA records, with c-ares), so that a `ConnectionPool`
+// connects to each address on its own, and one that calls your look-up
+// function (a registry's API, etcd's member list) on the same schedule.
 #ifndef TETHER_RESOLVED_ENDPOINTS_H_
 #define TETHER_RESOLVED_ENDPOINTS_H_
 
+#include <functional>
 #include <memory>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -70,6 +74,39 @@ absl::Status Validate(const ResolverOptions& options);
 // the thread ends on its own and calls the sink no more).
 absl::StatusOr<std::shared_ptr<EndpointSource>> ResolvedEndpoints(
     absl::string_view target, ResolverOptions options = {});
+
+// Looks the current endpoint set up once and returns within about `timeout`
+// (`ResolverOptions::query_timeout`; give your RPC that deadline). An error,
+// or an empty set, keeps the pool's last good set.
+using EndpointLookup = std::function<absl::StatusOr<std::vector<Endpoint>>(
+    absl::Duration timeout)>;
+
+// A source that calls `look_up` on a thread of its own, on the schedule of
+// `ResolvedEndpoints` (`honor_ttl` aside): at once, then every
+// `resolve_interval`; `min_resolve_interval` after an answer that dropped an
+// endpoint (the pool's flap rule confirms a removal on the next answer);
+// after an error from `min_resolve_interval`, doubling up to
+// `resolve_interval`; and when the pool asks (a drain, a failed connect),
+// never sooner than `min_resolve_interval` after the last look-up began.
+// For discovery you poll: a registry's API, etcd's member list (as etcd's
+// clientv3 does with `AutoSyncInterval`).
+//
+// `look_up` runs on the source's thread only, one call at a time; `Stop`
+// waits for a call in progress (hence the bound on its time), except from
+// that thread or a thread it waits for. INVALID_ARGUMENT
+// ("PolledEndpoints look_up must ...") for a null `look_up`, or invalid
+// `options`.
+//
+//   auto source = tether::PolledEndpoints(
+//       [registry](absl::Duration timeout)
+//           -> absl::StatusOr<std::vector<tether::Endpoint>> {
+//         return registry->Instances("billing", timeout);
+//       });
+//   if (!source.ok()) return source.status();
+//   tether::ConnectionPoolOptions o;
+//   o.endpoints = *source;
+absl::StatusOr<std::shared_ptr<EndpointSource>> PolledEndpoints(
+    EndpointLookup look_up, ResolverOptions options = {});
 
 }  // namespace tether
 

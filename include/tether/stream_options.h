@@ -189,6 +189,8 @@ struct ReconnectingStreamOptions {
 struct StreamStats {
   std::uint64_t attempts = 0;            // attempts started
   std::uint64_t migrations = 0;          // attempts started by a drain
+                                         // (or a drain notice)
+  std::uint64_t drain_notices = 0;       // drain notices received
   std::uint64_t messages_delivered = 0;  // handed to the application
   std::uint64_t duplicates_dropped = 0;  // seq <= last delivered
   std::uint64_t gaps = 0;                // seq > last delivered + 1

@@ -11,7 +11,7 @@
 #include "grpcpp/client_context.h"
 #include "grpcpp/support/status.h"
 #include "tether/classification.h"
-#include "tether/internal/grpc_read_attempt.h"
+#include "tether/internal/grpc_call_context.h"
 
 namespace tether {
 namespace internal {

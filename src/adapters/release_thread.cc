@@ -7,7 +7,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "tether/internal/grpc_read_attempt.h"
+#include "tether/internal/grpc_call_context.h"
 #include "tether/internal/mutex.h"
 #include "tether/internal/release_barrier.h"
 

@@ -7,7 +7,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 
 namespace tether {
 namespace {
@@ -65,16 +64,8 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(ClientOptions options) {
   std::unique_ptr<Client> client(new Client());
   client->clock_ = options.clock;
   client->metrics_ = std::move(options.metrics);
-  // The label of the pool's metrics and the breaker's default name: the
-  // target, the address list, or "endpoints" for a pool fed by an
-  // EndpointSource (whose set changes over the client's life).
-  if (!options.pool.target.empty()) {
-    client->target_label_ = options.pool.target;
-  } else if (!options.pool.addresses.empty()) {
-    client->target_label_ = absl::StrJoin(options.pool.addresses, ",");
-  } else if (options.pool.endpoints != nullptr) {
-    client->target_label_ = "endpoints";
-  }
+  // The label of the pool's metrics and the breaker's default name.
+  client->target_label_ = PoolLabel(options.pool);
 
   if (options.logging.has_value()) {
     if (!options.logging->clock) options.logging->clock = options.clock;
@@ -138,7 +129,7 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(ClientOptions options) {
 Client::~Client() = default;
 
 absl::StatusOr<ReconnectingStreamOptions> Client::OptionsFor(
-    const StreamSettings& settings) const {
+    const StreamSettings& settings, StreamKind kind) const {
   ReconnectingStreamOptions options =
       settings.options.value_or(stream_options_);
   if (settings.options.has_value()) {
@@ -160,7 +151,7 @@ absl::StatusOr<ReconnectingStreamOptions> Client::OptionsFor(
       {log_ ? log_->ForStream(absl::StrCat(method, "#", ++streams_made_))
             : nullptr,
        metrics_ ? MakeMetricsObserver(metrics_, method, target_label_,
-                                      options.clock)
+                                      options.clock, kind)
                 : nullptr,
        std::move(options.observer)});
   return options;

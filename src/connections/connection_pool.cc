@@ -1,7 +1,6 @@
 // Copyright 2026 The tether Authors. Licensed under the Apache License 2.0.
 #include "tether/connection_pool.h"
 
-#include <climits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -17,6 +16,9 @@ namespace tether {
 // grpc_connection_driver.cc).
 
 namespace {
+
+// Longest `ConnectionPoolOptions::label` (a metrics label value).
+constexpr std::size_t kMaxLabel = 256;
 
 std::vector<Endpoint> AsEndpoints(const std::vector<std::string>& addresses) {
   std::vector<Endpoint> out;
@@ -94,19 +96,22 @@ absl::Status Validate(const ConnectionPoolOptions& o) {
         "connection pool idle_timeout must be > 0 (or infinite), got ",
         absl::FormatDuration(o.idle_timeout)));
   }
-  const absl::Duration max_ms = absl::Milliseconds(INT_MAX);
+  // gRPC takes keepalive in int milliseconds (24.8 days at most); a day is
+  // far beyond any useful ping interval and reads as what it is.
+  const absl::Duration max_keepalive = absl::Hours(24);
   if (o.keepalive_time != absl::InfiniteDuration() &&
-      (o.keepalive_time < absl::Seconds(10) || o.keepalive_time > max_ms)) {
+      (o.keepalive_time < absl::Seconds(10) ||
+       o.keepalive_time > max_keepalive)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("connection pool keepalive_time must be in [10s, ",
-                     absl::FormatDuration(max_ms), "] or infinite, got ",
+        absl::StrCat("connection pool keepalive_time must be in [10s, 24h] "
+                     "or infinite, got ",
                      absl::FormatDuration(o.keepalive_time)));
   }
   if (o.keepalive_timeout <= absl::ZeroDuration() ||
-      o.keepalive_timeout > max_ms) {
+      o.keepalive_timeout > max_keepalive) {
     return absl::InvalidArgumentError(
-        absl::StrCat("connection pool keepalive_timeout must be in (0, ",
-                     absl::FormatDuration(max_ms), "], got ",
+        absl::StrCat("connection pool keepalive_timeout must be in (0, 24h], "
+                     "got ",
                      absl::FormatDuration(o.keepalive_timeout)));
   }
   if (o.probe_initial_backoff < absl::Milliseconds(1) ||
@@ -144,7 +149,20 @@ absl::Status Validate(const ConnectionPoolOptions& o) {
                      "or infinite, got ",
                      absl::FormatDuration(o.suspect_probation)));
   }
+  if (o.label.size() > kMaxLabel) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ConnectionPoolOptions.label must be at most ", kMaxLabel,
+                     " characters, got ", o.label.size()));
+  }
   return absl::OkStatus();
+}
+
+std::string PoolLabel(const ConnectionPoolOptions& o) {
+  if (!o.label.empty()) return o.label;
+  if (!o.target.empty()) return o.target;
+  if (!o.addresses.empty()) return AddressListLabel(o.addresses);
+  if (o.endpoints != nullptr) return o.endpoints->Label();
+  return "";
 }
 
 absl::StatusOr<std::shared_ptr<ConnectionPool>> ConnectionPool::Create(
@@ -152,6 +170,7 @@ absl::StatusOr<std::shared_ptr<ConnectionPool>> ConnectionPool::Create(
   absl::Status s = Validate(options);
   if (!s.ok()) return s;
   std::shared_ptr<ConnectionPool> pool(new ConnectionPool());
+  pool->label_ = PoolLabel(options);
   pool->driver_ = internal::GrpcConnectionDriver::Create(options);
   pool->core_ = internal::PoolCore::Create(options, pool->driver_.get());
   pool->driver_->SetCore(pool->core_);

@@ -14,6 +14,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace tether {
 
@@ -187,12 +188,25 @@ class Fixed final : public EndpointSource {
     sink->OnEndpoints(endpoints_);
   }
   void Stop() override {}
+  std::string Label() const override {
+    std::vector<std::string> addresses;
+    for (const Endpoint& e : endpoints_) addresses.push_back(e.address);
+    return AddressListLabel(addresses);
+  }
 
  private:
   const std::vector<Endpoint> endpoints_;
 };
 
 }  // namespace
+
+std::string AddressListLabel(const std::vector<std::string>& addresses) {
+  constexpr std::size_t kShown = 3;
+  if (addresses.size() <= kShown) return absl::StrJoin(addresses, ",");
+  return absl::StrCat(
+      absl::StrJoin(addresses.begin(), addresses.begin() + kShown, ","), ",+",
+      addresses.size() - kShown);
+}
 
 absl::StatusOr<std::shared_ptr<EndpointSource>> FixedEndpoints(
     std::vector<Endpoint> endpoints) {

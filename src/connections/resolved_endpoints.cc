@@ -1,7 +1,7 @@
 // Copyright 2026 The tether Authors. Licensed under the Apache License 2.0.
 //
-// `ResolvedEndpoints`: parses a target, and for a name runs a source that
-// looks it up on its own thread on the schedule of `ResolveSchedule`.
+// `ResolvedEndpoints`: parses a target, and for a name makes a polled source
+// (`NewPolledSource`) whose look-up asks DNS.
 #include "tether/resolved_endpoints.h"
 
 #include <arpa/inet.h>
@@ -9,20 +9,16 @@
 #include <memory>
 #include <set>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "connections/dns_lookup.h"
-#include "connections/pool_core.h"
-#include "connections/resolve_schedule.h"
+#include "connections/polled_endpoints.h"
 #include "tether/endpoints.h"
-#include "tether/internal/mutex.h"
 
 namespace tether {
 
@@ -53,10 +49,6 @@ absl::Status Validate(const ResolverOptions& o) {
 
 namespace {
 
-using internal::CondVar;
-using internal::Mutex;
-using internal::MutexLock;
-
 absl::Status BadTarget(absl::string_view target, absl::string_view why) {
   return absl::InvalidArgumentError(absl::StrCat(
       "ResolvedEndpoints target must be dns:///HOST[:PORT], "
@@ -77,160 +69,30 @@ struct Name {
   std::string server;  // "" for the system's
 };
 
-// Looks `name` up on its own thread (see `ResolvedEndpoints`).
-class DnsSource final : public EndpointSource,
-                        public std::enable_shared_from_this<DnsSource> {
- public:
-  DnsSource(Name name, ResolverOptions options)
-      : name_(std::move(name)),
-        authority_(absl::StrCat(name_.host, ":", name_.port)),
-        options_(std::move(options)),
-        clock_(options_.clock),
-        schedule_(options_) {
-    if (clock_ == nullptr) {
-      // SystemClock() is never destroyed: hold it without owning it.
-      clock_ = std::shared_ptr<Clock>(&SystemClock(), [](Clock*) {});
+// One DNS look-up of `name`: its A and AAAA records as endpoints with the
+// name as authority.
+internal::PolledLookup LookUpName(Name name) {
+  return [name = std::move(name)](absl::Duration timeout)
+             -> absl::StatusOr<internal::PolledAnswer> {
+    absl::StatusOr<internal::DnsAnswer> dns =
+        internal::LookUpHost(name.host, name.server, timeout);
+    if (!dns.ok()) return dns.status();
+    std::set<std::string> addresses;
+    for (const std::string& ip : dns->ipv4) {
+      addresses.insert(absl::StrCat("ipv4:", ip, ":", name.port));
     }
-  }
-
-  ~DnsSource() override {
-    // Only reached once the thread has left Loop (it holds a reference),
-    // and after Stop joined it, or detached it when Stop ran on it.
-    if (thread_.joinable()) thread_.detach();
-  }
-
-  void Start(std::shared_ptr<Sink> sink) override {
-    MutexLock lock(&mu_);
-    if (started_) return;
-    started_ = true;
-    sink_ = std::move(sink);
-    // Loop takes mu_ first: it sees thread_ assigned.
-    thread_ = std::thread([self = shared_from_this()] { self->Loop(); });
-  }
-
-  void Refresh() override {
-    MutexLock lock(&mu_);
-    if (stopped_) return;
-    const absl::Time due = schedule_.Refreshed(clock_->Now(), due_);
-    if (due < due_) {
-      due_ = due;
-      wake_.Signal();
+    for (const std::string& ip : dns->ipv6) {
+      addresses.insert(absl::StrCat("ipv6:[", ip, "]:", name.port));
     }
-  }
-
-  void Stop() override {
-    bool on_loop;
-    {
-      MutexLock lock(&mu_);
-      if (stopped_) return;
-      stopped_ = true;
-      if (timer_ != 0) clock_->Cancel(timer_);
-      timer_ = 0;
-      wake_.Signal();
-      // The loop thread (a sink call dropped the pool), or a helper it
-      // waits for (TellDraining's): joining would wait for ourselves.
-      on_loop = std::this_thread::get_id() == loop_thread_ ||
-                internal::OnDrainHelperThread();
-      if (!started_) return;
+    internal::PolledAnswer answer;
+    answer.shortest_ttl = dns->shortest_ttl;
+    const std::string authority = absl::StrCat(name.host, ":", name.port);
+    for (const std::string& a : addresses) {
+      answer.endpoints.push_back({a, authority});
     }
-    if (on_loop) {
-      thread_.detach();  // a sink call dropped the pool: ends on its own
-    } else {
-      thread_.join();
-    }
-  }
-
- private:
-  void Loop() {
-    std::shared_ptr<Sink> sink;
-    {
-      MutexLock lock(&mu_);
-      loop_thread_ = std::this_thread::get_id();
-      sink = sink_;
-    }
-    for (;;) {
-      {
-        MutexLock lock(&mu_);
-        // Wait until due (a timer on the clock wakes us), refreshed, or
-        // stopped.
-        for (;;) {
-          if (stopped_) return;
-          const absl::Time now = clock_->Now();
-          if (now >= due_) break;
-          ArmLocked(due_ - now);
-          wake_.Wait(&mu_);
-        }
-        schedule_.Started(clock_->Now());
-        due_ = absl::InfiniteFuture();
-      }
-      absl::StatusOr<internal::DnsAnswer> answer = internal::LookUpHost(
-          name_.host, name_.server, options_.query_timeout);
-      std::vector<Endpoint> endpoints;
-      {
-        MutexLock lock(&mu_);
-        if (stopped_) return;
-        const absl::Time now = clock_->Now();
-        if (!answer.ok()) {
-          due_ = std::min(due_, schedule_.Failed(now));
-        } else {
-          std::set<std::string> addresses;
-          for (const std::string& ip : answer->ipv4) {
-            addresses.insert(absl::StrCat("ipv4:", ip, ":", name_.port));
-          }
-          for (const std::string& ip : answer->ipv6) {
-            addresses.insert(absl::StrCat("ipv6:[", ip, "]:", name_.port));
-          }
-          bool dropped = false;
-          for (const std::string& a : last_) dropped |= !addresses.count(a);
-          for (const std::string& a : addresses) {
-            endpoints.push_back({a, authority_});
-          }
-          last_ = std::move(addresses);
-          due_ = std::min(
-              due_, schedule_.Answered(now, answer->shortest_ttl, dropped));
-        }
-      }
-      // The sink may call Refresh (mu_) or drop the pool (Stop).
-      if (answer.ok()) {
-        sink->OnEndpoints(std::move(endpoints));
-      } else {
-        sink->OnEndpointsError(answer.status());
-      }
-    }
-  }
-
-  // A clock timer that wakes the loop after `delay`.
-  void ArmLocked(absl::Duration delay) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (timer_ != 0) clock_->Cancel(timer_);
-    std::weak_ptr<DnsSource> weak = weak_from_this();
-    timer_ = clock_->RunAfter(delay, [weak] {
-      if (auto self = weak.lock()) {
-        MutexLock lock(&self->mu_);
-        self->wake_.Signal();
-      }
-    });
-  }
-
-  const Name name_;
-  const std::string authority_;
-  const ResolverOptions options_;
-  std::shared_ptr<Clock> clock_;
-  // Assigned once in Start (under mu_); then used only by Stop and the
-  // destructor.
-  std::thread thread_;
-
-  Mutex mu_;
-  CondVar wake_;
-  bool started_ ABSL_GUARDED_BY(mu_) = false;
-  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
-  std::thread::id loop_thread_ ABSL_GUARDED_BY(mu_);
-  std::shared_ptr<Sink> sink_ ABSL_GUARDED_BY(mu_);
-  internal::ResolveSchedule schedule_ ABSL_GUARDED_BY(mu_);
-  // The next lookup; the first at once.
-  absl::Time due_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
-  Clock::TimerId timer_ ABSL_GUARDED_BY(mu_) = 0;
-  std::set<std::string> last_ ABSL_GUARDED_BY(mu_);  // the last answer
-};
+    return answer;
+  };
+}
 
 // "HOST[:PORT]" (HOST may be a bracketed IPv6 literal) -> host, port.
 absl::Status SplitName(absl::string_view target, absl::string_view s,
@@ -350,8 +212,9 @@ absl::StatusOr<std::shared_ptr<EndpointSource>> ResolvedEndpoints(
   if (!EndpointKey(absl::StrCat(name.host, ":", name.port)).ok()) {
     return BadTarget(target, "has an invalid host name");
   }
-  return std::shared_ptr<EndpointSource>(
-      std::make_shared<DnsSource>(std::move(name), std::move(options)));
+  std::string label = absl::StrCat(name.host, ":", name.port);
+  return internal::NewPolledSource(LookUpName(std::move(name)),
+                                  std::move(options), std::move(label));
 }
 
 }  // namespace tether

@@ -9,8 +9,8 @@
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
+#include "tether/internal/compact_fifo.h"
 #include "tether/internal/mutex.h"
-#include "tether/internal/delivery_queue.h"  // CompactFifo
 
 namespace tether {
 namespace internal {

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "observability/readable_duration.h"
 
 namespace tether {
 namespace internal {
@@ -43,17 +44,7 @@ std::string StatusText(const absl::Status& s) {
   return absl::StrCat(code, ": ", s.message());
 }
 
-// A duration as a person reads it: whole microseconds below 1 ms, whole
-// milliseconds below 10 s, tenths of a second above ("662us", "1.234s").
-std::string Readable(absl::Duration d) {
-  if (d < absl::Milliseconds(1)) {
-    return absl::FormatDuration(absl::Trunc(d, absl::Microseconds(1)));
-  }
-  if (d < absl::Seconds(10)) {
-    return absl::FormatDuration(absl::Trunc(d, absl::Milliseconds(1)));
-  }
-  return absl::FormatDuration(absl::Trunc(d, absl::Milliseconds(100)));
-}
+using internal::ReadableDuration;
 
 // The stream events' lines, made once for the unnamed observer and for
 // `LoggingObserver::ForStream`'s.
@@ -102,8 +93,8 @@ internal::LogLine GapLine(std::uint64_t expected, std::uint64_t got) {
 internal::LogLine BackoffLine(absl::Duration delay,
                               const absl::Status& last_status) {
   return {LogEvent::kBackoff, LogSeverity::kInfo,
-          absl::StrFormat("next attempt in %s after %s", Readable(delay),
-                          StatusText(last_status))};
+          absl::StrFormat("next attempt in %s after %s",
+                          ReadableDuration(delay), StatusText(last_status))};
 }
 
 internal::LogLine GaveUpLine(const absl::Status& status) {
@@ -113,10 +104,17 @@ internal::LogLine GaveUpLine(const absl::Status& status) {
 
 internal::LogLine StalledLine(const AttemptInfo& info,
                               absl::Duration silent_for) {
-  return {
-      LogEvent::kStalled, LogSeverity::kWarning,
-      absl::StrFormat("attempt %d on connection %d stalled (silent for %s)",
-                      info.attempt, info.connection_id, Readable(silent_for))};
+  return {LogEvent::kStalled, LogSeverity::kWarning,
+          absl::StrFormat("attempt %d on connection %d stalled (silent for %s)",
+                          info.attempt, info.connection_id,
+                          ReadableDuration(silent_for))};
+}
+
+internal::LogLine DrainNoticeLine(const AttemptInfo& info) {
+  return {LogEvent::kStreamDraining, LogSeverity::kInfo,
+          absl::StrFormat("attempt %d on connection %d: the server sent its "
+                          "drain notice; moving",
+                          info.attempt, info.connection_id)};
 }
 
 internal::LogLine ResyncLine(const absl::Status& why,
@@ -237,8 +235,7 @@ std::string LoggingObserver::TakeSummaryLocked(LogEvent kind, Window& w,
   std::string line = absl::StrFormat(
       "%ssuppressed %d %s lines in the last %s",
       options_.prefix.empty() ? std::string() : options_.prefix + ": ",
-      w.suppressed, LogEventName(kind),
-      absl::FormatDuration(absl::Trunc(now - w.start, absl::Milliseconds(1))));
+      w.suppressed, LogEventName(kind), ReadableDuration(now - w.start));
   w.suppressed = 0;
   return line;
 }
@@ -371,6 +368,10 @@ void LoggingObserver::OnResync(const absl::Status& why,
   Log(ResyncLine(why, resume_after));
 }
 
+void LoggingObserver::OnDrainNotice(const AttemptInfo& info) {
+  Log(DrainNoticeLine(info));
+}
+
 // One stream's lines, each starting with "stream <name>: ", through the
 // parent's sink, prefix and rate limits. A connection draining is the
 // pool's line (said once for every stream on it): the stream's next attempt
@@ -407,6 +408,9 @@ class LoggingObserver::StreamLog final : public StreamObserver {
   void OnResync(const absl::Status& why, std::uint64_t resume_after) override {
     Log(ResyncLine(why, resume_after));
   }
+  void OnDrainNotice(const AttemptInfo& info) override {
+    Log(DrainNoticeLine(info));
+  }
 
  private:
   void Log(const internal::LogLine& line) {
@@ -424,6 +428,16 @@ std::shared_ptr<StreamObserver> LoggingObserver::ForStream(std::string name) {
 
 void LoggingObserver::OnConnectionDraining(std::uint64_t connection_id,
                                            absl::string_view why) {
+  {
+    // The pool and every stream on the connection may report the same drain
+    // through this one observer: the first says it.
+    MutexLock lock(&mu_);
+    for (const auto& [id, said] : drains_said_) {
+      if (id == connection_id && said == why) return;
+    }
+    drains_said_[next_drain_slot_] = {connection_id, std::string(why)};
+    next_drain_slot_ = (next_drain_slot_ + 1) % drains_said_.size();
+  }
   Log(LogEvent::kStreamDraining, LogSeverity::kInfo,
       absl::StrFormat("connection %d draining: %s", connection_id, why));
 }
@@ -484,9 +498,12 @@ void LoggingObserver::OnStateChange(absl::string_view breaker,
       to == BreakerState::kClosed || to == BreakerState::kDisabled
           ? LogSeverity::kInfo
           : LogSeverity::kWarning,
-      absl::StrFormat("breaker %s: %s -> %s (failure rate %.1f%% of %d)",
-                      breaker, BreakerStateName(from), BreakerStateName(to),
-                      counts.failure_rate, counts.window_calls));
+      counts.reason.empty()
+          ? absl::StrFormat("breaker %s: %s -> %s", breaker,
+                            BreakerStateName(from), BreakerStateName(to))
+          : absl::StrFormat("breaker %s: %s -> %s (%s)", breaker,
+                            BreakerStateName(from), BreakerStateName(to),
+                            counts.reason));
 }
 
 void LoggingObserver::OnNotPermitted(absl::string_view breaker,

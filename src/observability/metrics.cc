@@ -14,6 +14,7 @@ using internal::MutexLock;
 
 constexpr absl::string_view kMethod = "grpc.method";
 constexpr absl::string_view kTarget = "grpc.target";
+constexpr absl::string_view kKind = "tether.kind";
 
 std::vector<double> LatencyBuckets() {
   // A66's latency buckets, then longer ones for stream attempts.
@@ -60,7 +61,7 @@ std::vector<MetricDescriptor> BuildDescriptors() {
        K::kCounter,
        "tether.client.migrations",
        "{attempt}",
-       "Attempts started because the connection was draining",
+       "Attempts started because the connection or server was draining",
        {kMethod, kTarget},
        {}},
       {M::kDuplicatesDropped,
@@ -147,6 +148,34 @@ std::vector<MetricDescriptor> BuildDescriptors() {
        "Endpoint source errors (the last good set was kept)",
        {},
        {}},
+      {M::kMessagesDelivered,
+       K::kCounter,
+       "tether.client.messages.delivered",
+       "{message}",
+       "Messages handed to the application (duplicates dropped not counted)",
+       {kMethod, kTarget, kKind},
+       {}},
+      {M::kOutboxDepth,
+       K::kUpDownCounter,
+       "tether.client.outbox.depth",
+       "{write}",
+       "Bidi writes waiting in outboxes (unacknowledged, or not yet written)",
+       {kMethod, kTarget},
+       {}},
+      {M::kWritesRefused,
+       K::kCounter,
+       "tether.client.writes.refused",
+       "{write}",
+       "Bidi writes refused with RESOURCE_EXHAUSTED (outbox full)",
+       {kMethod, kTarget},
+       {}},
+      {M::kStreamDuration,
+       K::kHistogram,
+       "tether.client.stream.duration",
+       "s",
+       "Stream durations, first attempt to end (A66 call.duration)",
+       {kMethod, kTarget, kKind, "grpc.status", "tether.end"},
+       LatencyBuckets()},
   };
   return d;
 }
@@ -228,14 +257,18 @@ std::uint64_t InMemoryMetricsSink::TotalCount(MetricId metric) const {
 MetricsStreamObserver::MetricsStreamObserver(std::shared_ptr<MetricsSink> sink,
                                              std::string method,
                                              std::string target,
-                                             std::shared_ptr<Clock> clock)
+                                             std::shared_ptr<Clock> clock,
+                                             StreamKind kind)
     : sink_(std::move(sink)),
       method_(std::move(method)),
       target_(std::move(target)),
       clock_holder_(std::move(clock)),
-      clock_(clock_holder_ ? clock_holder_.get() : &SystemClock()) {}
+      clock_(clock_holder_ ? clock_holder_.get() : &SystemClock()),
+      kind_(kind) {}
 
 MetricsStreamObserver::~MetricsStreamObserver() {
+  // A stream destroyed before its end: the app cancelled it.
+  RecordEnd(absl::CancelledError("destroyed"), StreamEnd::kCancelled);
   bool counted;
   {
     MutexLock lock(&mu_);
@@ -247,20 +280,79 @@ MetricsStreamObserver::~MetricsStreamObserver() {
   }
 }
 
+void MetricsStreamObserver::OnMessageDelivered() {
+  if (!sink_) return;
+  const absl::string_view l[] = {method_, target_, StreamKindName(kind_)};
+  sink_->Add(MetricId::kMessagesDelivered, l, 1);
+}
+
+void MetricsStreamObserver::OnStreamEnded(const absl::Status& status,
+                                          StreamEnd how) {
+  RecordEnd(status, how);
+}
+
+void MetricsStreamObserver::RecordEnd(const absl::Status& status,
+                                      StreamEnd how) {
+  std::int64_t outbox = 0;
+  absl::optional<absl::Duration> lasted;
+  {
+    MutexLock lock(&mu_);
+    if (ended_) return;
+    ended_ = true;
+    outbox = outbox_;
+    outbox_ = 0;
+    // A stream that never started an attempt has no duration.
+    if (counted_open_) lasted = clock_->Now() - opened_at_;
+  }
+  if (!sink_) return;
+  const absl::string_view l[] = {method_, target_};
+  if (outbox != 0) {
+    sink_->Add(MetricId::kOutboxDepth, l, -static_cast<double>(outbox));
+  }
+  if (!lasted) return;
+  const std::string code = absl::StatusCodeToString(status.code());
+  const absl::string_view ld[] = {method_, target_, StreamKindName(kind_), code,
+                                  StreamEndName(how)};
+  sink_->Record(MetricId::kStreamDuration, ld, Seconds(*lasted));
+}
+
+void MetricsStreamObserver::OnOutboxChanged(std::int64_t delta) {
+  {
+    MutexLock lock(&mu_);
+    // After the end the gauge no longer holds this stream's writes.
+    if (ended_) return;
+    outbox_ += delta;
+  }
+  if (!sink_) return;
+  const absl::string_view l[] = {method_, target_};
+  sink_->Add(MetricId::kOutboxDepth, l, static_cast<double>(delta));
+}
+
+void MetricsStreamObserver::OnWriteRefused() {
+  if (!sink_) return;
+  const absl::string_view l[] = {method_, target_};
+  sink_->Add(MetricId::kWritesRefused, l, 1);
+}
+
 void MetricsStreamObserver::OnAttemptStarted(const AttemptInfo& info) {
   if (!sink_) return;
   bool first_open = false;
   {
     MutexLock lock(&mu_);
-    started_[info.attempt] = clock_->Now();
-    if (!counted_open_) first_open = counted_open_ = true;
+    const absl::Time now = clock_->Now();
+    started_[info.attempt] = now;
+    if (!counted_open_) {
+      first_open = counted_open_ = true;
+      opened_at_ = now;
+    }
   }
   const absl::string_view l[] = {method_, target_};
   if (first_open) sink_->Add(MetricId::kStreamsOpen, l, 1);
   const absl::string_view ls[] = {method_, target_,
                                   AttemptReasonName(info.reason)};
   sink_->Add(MetricId::kAttemptStarted, ls, 1);
-  if (info.reason == AttemptReason::kMigration) {
+  if (info.reason == AttemptReason::kMigration ||
+      info.reason == AttemptReason::kDrainNotice) {
     sink_->Add(MetricId::kMigrations, l, 1);
   }
 }
@@ -322,7 +414,7 @@ void MetricsStreamObserver::OnStalled(const AttemptInfo& /*info*/,
 }
 
 void MetricsStreamObserver::OnResync(const absl::Status& /*why*/,
-                                      std::uint64_t /*resume_after*/) {
+                                     std::uint64_t /*resume_after*/) {
   if (!sink_) return;
   const absl::string_view l[] = {method_, target_};
   sink_->Add(MetricId::kResyncs, l, 1);
@@ -330,9 +422,10 @@ void MetricsStreamObserver::OnResync(const absl::Status& /*why*/,
 
 std::shared_ptr<MetricsStreamObserver> MakeMetricsObserver(
     std::shared_ptr<MetricsSink> sink, std::string method, std::string target,
-    std::shared_ptr<Clock> clock) {
+    std::shared_ptr<Clock> clock, StreamKind kind) {
   return std::make_shared<MetricsStreamObserver>(
-      std::move(sink), std::move(method), std::move(target), std::move(clock));
+      std::move(sink), std::move(method), std::move(target), std::move(clock),
+      kind);
 }
 
 // --- MetricsConnectionObserver ---------------------------------------------
@@ -543,6 +636,21 @@ class StreamFanOut final : public StreamObserver {
   }
   void OnConnectionDraining(std::uint64_t id, absl::string_view w) override {
     for (auto& o : v_) o->OnConnectionDraining(id, w);
+  }
+  void OnDrainNotice(const AttemptInfo& i) override {
+    for (auto& o : v_) o->OnDrainNotice(i);
+  }
+  void OnMessageDelivered() override {
+    for (auto& o : v_) o->OnMessageDelivered();
+  }
+  void OnStreamEnded(const absl::Status& s, StreamEnd how) override {
+    for (auto& o : v_) o->OnStreamEnded(s, how);
+  }
+  void OnOutboxChanged(std::int64_t delta) override {
+    for (auto& o : v_) o->OnOutboxChanged(delta);
+  }
+  void OnWriteRefused() override {
+    for (auto& o : v_) o->OnWriteRefused();
   }
 
  private:

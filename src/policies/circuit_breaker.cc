@@ -16,6 +16,7 @@
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "observability/readable_duration.h"
 #include "tether/internal/deferred.h"
 #include "tether/internal/mutex.h"
 
@@ -293,7 +294,9 @@ struct CircuitBreaker::State {
   using Deferred = internal::Deferred;
 
   // --- Called with mu held -------------------------------------------------
-  void TransitionLocked(BreakerState to) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // Moves to `to`; `reason` says why (see `BreakerCounts::reason`).
+  void TransitionLocked(BreakerState to, std::string reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   void TripLocked(absl::Time now, std::string reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   void MaybeHalfOpenLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
@@ -352,6 +355,8 @@ struct CircuitBreaker::State {
   int probes_succeeded ABSL_GUARDED_BY(mu) = 0;
   std::mt19937_64 rng ABSL_GUARDED_BY(mu);
   std::string trip_reason ABSL_GUARDED_BY(mu);
+  // Why the breaker is in `current` (`BreakerCounts::reason`).
+  std::string state_reason ABSL_GUARDED_BY(mu);
   std::string last_failure ABSL_GUARDED_BY(mu);
   Counts totals ABSL_GUARDED_BY(mu);  // lifetime counters only
 
@@ -596,7 +601,8 @@ bool CircuitBreaker::State::RecordLocked(std::uint64_t gen, std::uint64_t probe,
       }
       ++probes_succeeded;
       if (probes_succeeded >= options.half_open_permits) {
-        TransitionLocked(BreakerState::kClosed);
+        TransitionLocked(BreakerState::kClosed,
+                         absl::StrCat(probes_succeeded, " probes succeeded"));
       }
       return true;
     case BreakerState::kOpen:
@@ -634,8 +640,8 @@ void CircuitBreaker::State::TripLocked(absl::Time now, std::string reason) {
   const double u = static_cast<double>(rng() >> 11) * 0x1.0p-53;
   absl::Duration pause = base * (1.0 - options.break_jitter * u);
   if (pause <= absl::ZeroDuration()) pause = absl::Nanoseconds(1);
+  TransitionLocked(BreakerState::kOpen, reason);
   trip_reason = std::move(reason);
-  TransitionLocked(BreakerState::kOpen);
   open_until = now + pause;  // saturates; the clock caps its own waits
   std::weak_ptr<CircuitBreaker> weak = self;
   const std::uint64_t gen = generation;
@@ -651,7 +657,7 @@ void CircuitBreaker::State::OnBreakTimer(std::uint64_t gen) {
   break_timer = 0;
   const absl::Time now = clock->Now();
   if (now >= open_until) {
-    TransitionLocked(BreakerState::kHalfOpen);
+    TransitionLocked(BreakerState::kHalfOpen, "break over");
   } else {
     // Early wake-up (a clock that rounds): wait for the rest.
     std::weak_ptr<CircuitBreaker> weak = self;
@@ -664,7 +670,7 @@ void CircuitBreaker::State::OnBreakTimer(std::uint64_t gen) {
 
 void CircuitBreaker::State::MaybeHalfOpenLocked(absl::Time now) {
   if (current == BreakerState::kOpen && now >= open_until) {
-    TransitionLocked(BreakerState::kHalfOpen);
+    TransitionLocked(BreakerState::kHalfOpen, "break over");
   }
 }
 
@@ -673,9 +679,11 @@ void CircuitBreaker::State::CancelProbeTimersLocked() {
   probes.clear();
 }
 
-void CircuitBreaker::State::TransitionLocked(BreakerState to) {
+void CircuitBreaker::State::TransitionLocked(BreakerState to,
+                                             std::string reason) {
   const BreakerState from = current;
   if (from == to) return;
+  state_reason = std::move(reason);
   current = to;
   ++generation;
   ++totals.transitions;
@@ -697,17 +705,21 @@ void CircuitBreaker::State::TransitionLocked(BreakerState to) {
 
 void CircuitBreaker::State::ApplySwitchesLocked() {
   BreakerState want;
+  const char* why;
   if (forced_open) {
     want = BreakerState::kForcedOpen;
+    why = "forced open";
   } else if (disabled) {
     want = BreakerState::kDisabled;
+    why = "disabled";
   } else if (current == BreakerState::kForcedOpen ||
              current == BreakerState::kDisabled) {
     want = BreakerState::kClosed;
+    why = "switches off";
   } else {
     return;
   }
-  TransitionLocked(want);
+  TransitionLocked(want, why);
 }
 
 void CircuitBreaker::OnDependencyAvailable() {
@@ -715,7 +727,7 @@ void CircuitBreaker::OnDependencyAvailable() {
   State::Deferred later;  // runs after the lock is released
   internal::MutexLock lock(&s.mu);
   if (s.current == BreakerState::kOpen) {
-    s.TransitionLocked(BreakerState::kHalfOpen);
+    s.TransitionLocked(BreakerState::kHalfOpen, "dependency available");
   }
   s.ClaimDeliveryLocked(later);
 }
@@ -786,6 +798,7 @@ CircuitBreaker::Counts CircuitBreaker::State::CountsLocked(
                                       static_cast<double>(w.calls);
   c.consecutive_failures = consecutive_failures;
   c.consecutive_trips = consecutive_trips;
+  c.reason = state_reason;
   return c;
 }
 
@@ -794,7 +807,7 @@ std::string CircuitBreaker::State::RejectionLocked(absl::Time now) const {
   switch (current) {
     case BreakerState::kOpen:
       why = absl::StrCat("is open for another ",
-                         absl::FormatDuration(open_until - now), " (",
+                         internal::ReadableDuration(open_until - now), " (",
                          trip_reason, ")");
       break;
     case BreakerState::kHalfOpen:

@@ -38,6 +38,32 @@ absl::string_view AttemptReasonName(AttemptReason r) {
       return "migration";
     case AttemptReason::kResync:
       return "resync";
+    case AttemptReason::kDrainNotice:
+      return "drain_notice";
+  }
+  return "unknown";
+}
+
+absl::string_view StreamKindName(StreamKind k) {
+  switch (k) {
+    case StreamKind::kServerStream:
+      return "server_stream";
+    case StreamKind::kBidi:
+      return "bidi";
+  }
+  return "unknown";
+}
+
+absl::string_view StreamEndName(StreamEnd e) {
+  switch (e) {
+    case StreamEnd::kFinished:
+      return "finished";
+    case StreamEnd::kCancelled:
+      return "cancelled";
+    case StreamEnd::kGaveUp:
+      return "gave_up";
+    case StreamEnd::kFailed:
+      return "failed";
   }
   return "unknown";
 }

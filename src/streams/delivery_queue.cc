@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "tether/observer.h"
 
 namespace tether {
 namespace internal {
@@ -47,17 +48,28 @@ absl::Status CallbackThrew(const char* callback, std::exception_ptr error) {
     what = e.what();
   } catch (...) {
   }
-  return absl::InternalError(absl::StrCat("tether: the application's ",
-                                          callback, " threw: ", what));
+  return absl::InternalError(
+      absl::StrCat("tether: the application's ", callback, " threw: ", what));
 }
 
 DeliveryQueue::DeliveryQueue(std::size_t capacity, MessageStore* store,
-                             DoneFn on_done, DeliveryQueueOwner* owner)
+                             DoneFn on_done, DeliveryQueueOwner* owner,
+                             StreamObserver* observer)
     : capacity_(capacity),
       store_(store),
       on_done_(std::move(on_done)),
       owner_(owner),
+      observer_(observer),
       callback_mode_(store->has_on_message()) {}
+
+void DeliveryQueue::TellDelivered() {
+  if (observer_ == nullptr) return;
+  try {
+    observer_->OnMessageDelivered();
+  } catch (...) {
+    // An observer cannot end or break the stream.
+  }
+}
 
 bool DeliveryQueue::Push(void* message) {
   MutexLock lock(&mu_);
@@ -114,6 +126,9 @@ void DeliveryQueue::Drain() {
     if (detached_) break;
     if (!store_->empty()) {
       const absl::Status threw = DeliverOneLocked();  // drops the lock
+      // Still a callout (counted until the lock is taken again): the end
+      // cannot reach the app before this.
+      TellDelivered();
       if (!threw.ok()) owner_->OnCallbackError(threw);
       mu_.Lock();
       --callouts_;
@@ -178,6 +193,7 @@ bool DeliveryQueue::Read(void* out) {
     ++delivered_;
     space = TakeSpaceLocked();
   }
+  TellDelivered();
   if (space) owner_->OnQueueSpace();
   return true;
 }

@@ -29,7 +29,7 @@ struct EndFacts {
   EndClass cls = EndClass::kOk;
   bool by_client = false;        // the stream had cancelled it
   absl::Status callback_error;   // the classifier or resync_on_end threw
-  bool announced_drain = false;  // its connection had announced a drain
+  bool announced_drain = false;  // a drain (or a drain notice) announced it
   bool progressed = false;       // it delivered at least one new message
   // The current attempt is a move's replacement whose old attempt still
   // runs (the stream can fall back to it).

@@ -49,6 +49,12 @@ absl::Status CheckPositionFields(const PositionFields& spec, const char* what) {
         ".resync needs integer positions (sequence_of or position_of): "
         "it gives the position to resume after"));
   }
+  if (spec.deliver_drain_notice && !spec.is_drain_notice) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what,
+        ".deliver_drain_notice needs is_drain_notice (which message is "
+        "a notice)"));
+  }
   return absl::OkStatus();
 }
 

@@ -23,6 +23,7 @@
 #include "absl/time/time.h"
 #include "absl/types/optional.h"
 #include "streams/end_decision.h"
+#include "streams/notice_pace.h"
 #include "tether/backoff.h"
 #include "tether/classification.h"
 #include "tether/clock.h"
@@ -78,6 +79,7 @@ struct AttemptRecord {
   bool paused = false;      // reading stopped: the app's queue is full
   bool draining = false;    // its connection announced a drain
   bool stalled = false;     // nothing arrived for `stall_timeout`
+  bool noticed = false;     // the server sent its drain notice on it
   // A move's old attempt stopped at the replacement's resume position: its
   // next message waits in the core's `held_` and it reads no further until
   // the stream falls back to it.
@@ -85,7 +87,7 @@ struct AttemptRecord {
   RetryPushback pushback;   // the server's, from the end's trailers
   absl::Status end_status;  // the status it ended with
   // Whether the stream is moving off this attempt (make before break).
-  bool leaving() const { return draining || stalled; }
+  bool leaving() const { return draining || stalled || noticed; }
 };
 
 namespace {
@@ -261,7 +263,7 @@ class StreamCoreImpl final
         resync_pool_(std::move(options.resync_pool)),
         breaker_(std::move(options.breaker), clock_),
         queue_(options.max_buffered_messages, parts_->store(),
-               std::move(on_done), this),
+               std::move(on_done), this, observer_.get()),
         gate_(hooks_.initial_position, hooks_.spacing, options.gap_policy,
               static_cast<bool>(rare_.trim_delivered)),
         cursors_(rare_.cursor_of ? std::make_unique<CursorLog>() : nullptr),
@@ -481,7 +483,8 @@ class StreamCoreImpl final
     if (replaces_live) {
       // Make before break: the current attempt stays as the fallback.
       old_ = current_;
-      rec->info.reason = AttemptReason::kMigration;
+      rec->info.reason = old_->noticed ? AttemptReason::kDrainNotice
+                                       : AttemptReason::kMigration;
       ++stats_.migrations;
       ArmHandoffTimerLocked(rec);
     } else {
@@ -1000,15 +1003,21 @@ class StreamCoreImpl final
   bool OnMessage(const std::shared_ptr<AttemptRec>& rec, void* response) {
     absl::optional<Position> pos;
     absl::optional<std::string> cursor;
+    bool notice = false;
     bool resync = false;
     absl::Status threw;
-    const char* fn = "resync_on_message";
+    const char* fn = "is_drain_notice";
     try {
-      if (rare_.resync_on_message) resync = parts_->ResyncOnMessage(response);
-      if (!resync && hooks_.position_of) {
+      if (rare_.drain_notice) notice = parts_->IsDrainNotice(response);
+      fn = "resync_on_message";
+      if (!notice && rare_.resync_on_message) {
+        resync = parts_->ResyncOnMessage(response);
+      }
+      const bool positioned = !notice && !resync;  // a notice carries none
+      if (positioned && hooks_.position_of) {
         fn = hooks_.position_name;
         pos = parts_->PositionOf(response);
-      } else if (!resync && rare_.cursor_of) {
+      } else if (positioned && rare_.cursor_of) {
         fn = "cursor_of";
         cursor = parts_->CursorOf(response);
       }
@@ -1031,6 +1040,8 @@ class StreamCoreImpl final
         if (!threw.ok()) {
           EndLocked(threw, w);
           more = false;
+        } else if (notice) {
+          more = OnNoticeLocked(rec, response, w);
         } else if (resync) {
           BeginResyncLocked(*rec,
                             absl::FailedPreconditionError(absl::StrCat(
@@ -1059,6 +1070,46 @@ class StreamCoreImpl final
         threw = CallbackThrew("trim_delivered", std::current_exception());
       }
     }
+  }
+
+  // The server's drain notice on `rec`: the stream moves off it as off a
+  // draining connection, at the notice pace. The connection is not reported
+  // (behind an L7 proxy it is healthy: the next call goes through it
+  // again). The notice moves no position and reaches the app only if the
+  // spec asks. Returns whether the attempt may read on.
+  bool OnNoticeLocked(const std::shared_ptr<AttemptRec>& rec, void* response,
+                      Work& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    ++stats_.drain_notices;
+    if (stall_timeout_ > absl::ZeroDuration()) {
+      rec->last_activity = clock_->Now();
+    }
+    AttemptInfo info = rec->info;
+    Notify(w, [info](StreamObserver& o) { o.OnDrainNotice(info); });
+    const bool first = !rec->noticed;
+    rec->noticed = true;
+    if (first && rec == current_) MoveOnNoticeLocked(w);
+    return rare_.deliver_drain_notice ? PushLocked(rec, response) : true;
+  }
+
+  // Moves off the current attempt, which heard a notice: at once while
+  // the pace allows (`NoticePace`), else when it does. A replacement that
+  // heard the notice too (its call landed on the leaving server again) is
+  // dropped for the fallback first, as on a drain.
+  void MoveOnNoticeLocked(Work& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (phase_ != Phase::kRunning || starting_ || !migrate_on_drain_ ||
+        migration_timer_ != 0) {
+      return;
+    }
+    const absl::Duration wait = notice_pace_.Take(clock_->Now());
+    if (wait <= absl::ZeroDuration()) {
+      MaybeMigrateLocked(/*now=*/false, w);
+      return;
+    }
+    if (old_) {
+      CancelAttemptLocked(current_, w);
+      FallBackLocked(w);
+    }
+    ArmMigrationTimerLocked(wait);
   }
 
   // Applies the position rules and queues the message. Returns whether the
@@ -1291,7 +1342,7 @@ class StreamCoreImpl final
       facts.cls = cls;
       facts.by_client = by_client;
       facts.callback_error = classifier_threw;
-      facts.announced_drain = rec->draining;
+      facts.announced_drain = rec->draining || rec->noticed;
       facts.progressed = rec->progressed;
       facts.has_fallback = old_ != nullptr;
       facts.pushback_stop = rec->pushback.stop;
@@ -1550,21 +1601,29 @@ class StreamCoreImpl final
   void GiveUpLocked(const absl::Status& gave_up, Work& w)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     Notify(w, [gave_up](StreamObserver& o) { o.OnGaveUp(gave_up); });
-    EndLocked(gave_up, w);
+    EndLocked(gave_up, StreamEnd::kGaveUp, w);
   }
 
   void CancelLocked(Work& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (phase_ == Phase::kFinishing) return;
     queue_.Clear();
     EndLocked(absl::CancelledError("tether: stream cancelled by the client"),
-              w);
+              StreamEnd::kCancelled, w);
   }
 
   void EndLocked(const absl::Status& status, Work& w)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    EndLocked(status, status.ok() ? StreamEnd::kFinished : StreamEnd::kFailed,
+              w);
+  }
+
+  void EndLocked(const absl::Status& status, StreamEnd how, Work& w)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (phase_ == Phase::kFinishing) return;
     phase_ = Phase::kFinishing;
     final_ = status;
+    Notify(w,
+           [status, how](StreamObserver& o) { o.OnStreamEnded(status, how); });
     CancelTimerLocked(reopen_timer_);
     CancelTimerLocked(handoff_timer_);
     CancelTimerLocked(migration_timer_);
@@ -1641,6 +1700,8 @@ class StreamCoreImpl final
   // Ends a resync whose `done` never comes (max_time_without_progress).
   Clock::TimerId resync_deadline_timer_ ABSL_GUARDED_BY(mu_) = 0;
   ReopenBudget budget_ ABSL_GUARDED_BY(mu_);
+  // Paces the moves on drain notices (32 bytes).
+  NoticePace notice_pace_ ABSL_GUARDED_BY(mu_);
   StreamRandom gen_ ABSL_GUARDED_BY(mu_);  // 8 bytes (mt19937_64: 2.5 KB)
   Phase phase_ ABSL_GUARDED_BY(mu_) = Phase::kRunning;
   bool starting_ ABSL_GUARDED_BY(mu_) = false;

@@ -21,8 +21,8 @@
 #                   executables must need libtether.so).
 # add_subdirectory: configure the consumer with tether's source tree embedded.
 #
-# Every mode builds and runs `consumer` and `consumer_plugin_host` (tether in
-# a shared object), and fails if configuring the consumer prints
+# Every mode builds and runs `consumer`, `consumer_plugin_host` (tether in
+# a shared object) and `consumer_drain` (tether::server), and fails if configuring the consumer prints
 # "Could NOT find" (a dependency search that is not quiet).
 #
 # The environment variable TETHER_CONSUMER_JOBS sets the build parallelism
@@ -138,7 +138,7 @@ if(configure_out MATCHES "Could NOT find")
                       "\"Could NOT find\": a dependency search is not quiet")
 endif()
 run("${CMAKE_COMMAND}" --build "${build_dir}" --target consumer
-    consumer_plugin_host --parallel ${jobs} ${config_args})
+    consumer_plugin_host consumer_drain --parallel ${jobs} ${config_args})
 
 if(EXISTS "${build_dir}/consumer")
   set(consumer_exe "${build_dir}/consumer")
@@ -150,6 +150,7 @@ endif()
 run("${consumer_exe}")
 get_filename_component(consumer_exe_dir "${consumer_exe}" DIRECTORY)
 run("${consumer_exe_dir}/consumer_plugin_host")
+run("${consumer_exe_dir}/consumer_drain")
 
 if(MODE STREQUAL "add_subdirectory")
   return()

@@ -30,6 +30,9 @@
 #include "tether/connection_pool.h"
 #include "tether/metrics.h"
 #include "tether/prometheus.h"
+#include "tether/reconnecting_bidi_stream.h"
+#include "tether/testing/fake_bidi_transport.h"
+#include "tether/testing/fake_clock.h"
 
 namespace tether {
 namespace testsupport {
@@ -40,6 +43,7 @@ using ::tether::support::FaultProxy;
 constexpr absl::Duration kWait = absl::Seconds(30);
 constexpr int kStreams = 4;
 constexpr char kMethod[] = "tether.test.SeqStream/Watch";
+constexpr char kBidiMethod[] = "tether.test.Chat/Chat";
 
 // One scrape: "name{labels}" -> value, as prometheus' text format lists it.
 class Scrape {
@@ -96,6 +100,24 @@ class Scrape {
   std::map<std::string, double> series;
 };
 
+// A sink whose registry is served at `url` (empty if the exposer found no
+// port) on 127.0.0.1.
+struct Endpoint {
+  Endpoint() {
+    exposer.RegisterCollectable(registry);
+    if (exposer.GetListeningPorts().size() == 1) {
+      url = absl::StrCat("http://127.0.0.1:", exposer.GetListeningPorts()[0],
+                         "/metrics");
+    }
+  }
+  std::shared_ptr<prometheus::Registry> registry =
+      std::make_shared<prometheus::Registry>();
+  std::shared_ptr<PrometheusMetricsSink> sink =
+      PrometheusMetricsSink::Create(registry);
+  prometheus::Exposer exposer{"127.0.0.1:0"};
+  std::string url;
+};
+
 std::unique_ptr<TestServer> StartServer(const std::string& name) {
   TestServerOptions o;
   o.name = name;
@@ -113,13 +135,10 @@ TEST(PrometheusScrape, CountersMoveDuringARollout) {
   ASSERT_TRUE(proxy.Start().ok());
   ASSERT_TRUE(proxy.SetBackend(a->address()).ok());
 
-  auto registry = std::make_shared<prometheus::Registry>();
-  auto sink = PrometheusMetricsSink::Create(registry);
-  prometheus::Exposer exposer("127.0.0.1:0");
-  exposer.RegisterCollectable(registry);
-  ASSERT_EQ(exposer.GetListeningPorts().size(), 1u);
-  const std::string url = absl::StrCat(
-      "http://127.0.0.1:", exposer.GetListeningPorts()[0], "/metrics");
+  Endpoint metrics;
+  ASSERT_FALSE(metrics.url.empty());
+  const std::shared_ptr<PrometheusMetricsSink>& sink = metrics.sink;
+  const std::string& url = metrics.url;
 
   // The endpoint answers before anything ran (prometheus-cpp lists a family
   // only once it has a series).
@@ -217,8 +236,15 @@ TEST(PrometheusScrape, CountersMoveDuringARollout) {
   // A drain is not a failure: the breaker stays closed.
   EXPECT_EQ(during.Sum("tether_client_breaker_transitions_total"), 0);
   for (auto& c : collectors) EXPECT_EQ(c->out_of_order(), 0);
+  EXPECT_TRUE(
+      during.Has("# TYPE tether_client_messages_delivered_total counter"));
+  EXPECT_GE(during.Sum("tether_client_messages_delivered_total",
+                       {method, "tether_kind=\"server_stream\""}),
+            6 * kStreams);
 
-  // Streams released: the gauge goes back to zero once their calls end.
+  // Streams released: the gauge goes back to zero once their calls end,
+  // each stream's duration is recorded as cancelled (the app let go), and
+  // the delivered counter holds exactly what the app received.
   streams.clear();
   Scrape after;
   const absl::Time deadline2 = absl::Now() + kWait;
@@ -228,7 +254,74 @@ TEST(PrometheusScrape, CountersMoveDuringARollout) {
     absl::SleepFor(absl::Milliseconds(20));
   } while (absl::Now() < deadline2);
   EXPECT_EQ(after.Sum("tether_client_streams_open", {method}), 0);
+  EXPECT_TRUE(
+      after.Has("# TYPE tether_client_stream_duration_seconds histogram"));
+  EXPECT_EQ(
+      after.Sum("tether_client_stream_duration_seconds_count",
+                {method, "tether_kind=\"server_stream\"",
+                 "grpc_status=\"CANCELLED\"", "tether_end=\"cancelled\""}),
+      kStreams);
+  double received = 0;
+  for (auto& c : collectors) received += c->count();
+  EXPECT_EQ(after.Sum("tether_client_messages_delivered_total", {method}),
+            received);
   pool.reset();
+}
+
+// The bidi series (outbox depth, refused writes) from a bidi stream on fake
+// attempts: a full outbox is reached deterministically, and the series go
+// through the same sink and exposer.
+TEST(PrometheusScrape, BidiOutboxAndRefusedWrites) {
+  using Bidi = ReconnectingBidiStream<std::string, std::string>;
+  Endpoint metrics;
+  ASSERT_FALSE(metrics.url.empty());
+  const std::shared_ptr<PrometheusMetricsSink>& sink = metrics.sink;
+  const std::string& url = metrics.url;
+
+  auto clock = std::make_shared<fakes::FakeClock>();
+  auto source = std::make_shared<fakes::FakeConnectionSource>();
+  auto transport =
+      std::make_shared<fakes::FakeBidiTransport<std::string, std::string>>(
+          source, clock);
+  Bidi::Spec spec;
+  spec.attempt_factory = transport;
+  spec.open_requests = [](const ResumeState&) {
+    return std::vector<std::string>{"open"};
+  };
+  spec.acknowledges = [](const std::string& w, const std::string& r) {
+    return r == "ack " + w;
+  };
+  ReconnectingStreamOptions o;
+  o.clock = clock;
+  o.max_outbox = 3;
+  o.observer =
+      MakeMetricsObserver(sink, kBidiMethod, "fake", clock, StreamKind::kBidi);
+  auto stream = Bidi::Start(
+      source, std::move(spec), o, [](std::string&&) {},
+      [](const absl::Status&) {});
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  for (const char* w : {"a", "b", "c"}) ASSERT_TRUE((*stream)->Write(w).ok());
+  EXPECT_EQ((*stream)->Write("d").code(), absl::StatusCode::kResourceExhausted);
+  transport->attempt(0)->Send("ack a");
+
+  const std::string method = absl::StrCat("grpc_method=\"", kBidiMethod, "\"");
+  Scrape s = Scrape::Get(url);
+  EXPECT_TRUE(s.Has("# TYPE tether_client_outbox_depth gauge")) << s.text;
+  EXPECT_EQ(s.Sum("tether_client_outbox_depth", {method}), 2);
+  EXPECT_TRUE(s.Has("# TYPE tether_client_writes_refused_total counter"));
+  EXPECT_EQ(s.Sum("tether_client_writes_refused_total", {method}), 1);
+  EXPECT_EQ(s.Sum("tether_client_messages_delivered_total",
+                  {method, "tether_kind=\"bidi\""}),
+            1);
+
+  (*stream)->Cancel();
+  clock->RunDue();
+  Scrape ended = Scrape::Get(url);
+  EXPECT_EQ(ended.Sum("tether_client_outbox_depth", {method}), 0);
+  EXPECT_EQ(
+      ended.Sum("tether_client_stream_duration_seconds_count",
+                {method, "tether_kind=\"bidi\"", "tether_end=\"cancelled\""}),
+      1);
 }
 
 }  // namespace

@@ -11,8 +11,11 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "absl/types/optional.h"
 #include "ledger/ledger.grpc.pb.h"
 #include "tether/client.h"
@@ -31,6 +34,14 @@ inline void Report(const absl::Status& /*status*/) {}
 inline void Confirm(const OrderAck& /*ack*/) {}
 inline std::string NewIdempotencyKey() { return "0b6c5e1a"; }
 tether::Client& LedgerClient();  // the application's one client
+
+// The application's service registry (docs/endpoints.md, PolledEndpoints).
+class Registry {
+ public:
+  absl::StatusOr<std::vector<tether::Endpoint>> Instances(
+      const std::string& service, absl::Time deadline);
+};
+std::shared_ptr<Registry> MyRegistry();
 
 // A thread-safe set of keys.
 class KeySet {

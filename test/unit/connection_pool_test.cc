@@ -19,9 +19,9 @@
 #include "absl/synchronization/notification.h"
 #include "connections/pool_core.h"
 #include "connections/tether_health.pb.h"
-#include "test/unit/pool_core_fixture.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "test/unit/pool_core_fixture.h"
 #include "tether/circuit_breaker.h"
 #include "tether/testing/fake_clock.h"
 #include "tether/transport.h"
@@ -98,6 +98,14 @@ TEST(ConnectionPoolOptionsTest, InvalidOptionsAreRejected) {
          o.keepalive_timeout = absl::InfiniteDuration();
        },
        "keepalive_timeout"},
+      {"keepalive over a day",
+       [](ConnectionPoolOptions& o) {
+         o.keepalive_time = absl::Hours(24) + absl::Milliseconds(1);
+       },
+       "keepalive_time must be in [10s, 24h] or infinite, got 24h0.001s"},
+      {"keepalive timeout over a day",
+       [](ConnectionPoolOptions& o) { o.keepalive_timeout = absl::Hours(25); },
+       "keepalive_timeout must be in (0, 24h], got 25h"},
   };
   for (const Case& c : cases) {
     ConnectionPoolOptions o;
@@ -110,6 +118,19 @@ TEST(ConnectionPoolOptionsTest, InvalidOptionsAreRejected) {
     EXPECT_EQ(pool.status().code(), absl::StatusCode::kInvalidArgument)
         << c.name;
   }
+}
+
+TEST(ConnectionPoolOptionsTest, KeepaliveBoundsAreAccepted) {
+  ConnectionPoolOptions o;
+  o.target = "localhost:1";
+  o.keepalive_time = absl::Seconds(10);
+  o.keepalive_timeout = absl::Hours(24);
+  EXPECT_TRUE(Validate(o).ok());
+  o.keepalive_time = absl::Hours(24);
+  o.keepalive_timeout = absl::Nanoseconds(1);
+  EXPECT_TRUE(Validate(o).ok());
+  o.keepalive_time = absl::InfiniteDuration();
+  EXPECT_TRUE(Validate(o).ok());
 }
 
 TEST(ConnectionPoolOptionsTest, ProbeAndSuspectDefaults) {
@@ -1373,9 +1394,14 @@ TEST(ConnectionPoolOptionsTest, StandbyConnectionsDefaultAndExtremes) {
     bool valid;
   };
   const std::vector<Case> cases = {
-      {0, 1, true},      {1, 2, true},     {7, 8, true},
-      {64, 1024, true},  {-1, 8, false},   {1, 1, false},
-      {8, 8, false},     {65, 1024, false},
+      {0, 1, true},
+      {1, 2, true},
+      {7, 8, true},
+      {64, 1024, true},
+      {-1, 8, false},
+      {1, 1, false},
+      {8, 8, false},
+      {65, 1024, false},
       {std::numeric_limits<int>::max(), 1024, false},
       {std::numeric_limits<int>::min(), 8, false},
   };
@@ -1408,7 +1434,7 @@ TEST_F(PoolStandbyTest, SparesOpenOnlyOnceTheGroupHasPicks) {
   MakeStandby(1);
   Serve(1);
   clock_->AdvanceBy(absl::Seconds(20));  // < idle_timeout
-  EXPECT_EQ(driver_.opened(), 1u);  // no streams: no spare
+  EXPECT_EQ(driver_.opened(), 1u);       // no streams: no spare
   auto a = std::make_shared<Listener>();
   EXPECT_EQ(MustPick(a), 1u);
   EXPECT_EQ(driver_.opened(), 2u);  // the spare, opened after the pick
@@ -1430,7 +1456,8 @@ TEST_F(PoolStandbyTest, GoawayMovesToTheReadySpareWithoutAConnect) {
   for (int i = 0; i < 8; ++i) {
     auto l = std::make_shared<Listener>();
     std::weak_ptr<Listener> weak = l;
-    l->hook_ = [this, weak, &mu, &moved_to, &moved_to_ready](std::uint64_t old) {
+    l->hook_ = [this, weak, &mu, &moved_to,
+                &moved_to_ready](std::uint64_t old) {
       auto self = weak.lock();
       auto pick = core_->Pick(self);
       ASSERT_TRUE(pick.ok()) << pick.status();
@@ -1448,7 +1475,7 @@ TEST_F(PoolStandbyTest, GoawayMovesToTheReadySpareWithoutAConnect) {
   Serve(2);  // the spare is READY before the GOAWAY
   EXPECT_EQ(driver_.opened(), 2u);
 
-  core_->OnLinkState(1, LinkState::kIdle);  // GOAWAY
+  core_->OnLinkState(1, LinkState::kIdle);     // GOAWAY
   EXPECT_THAT(moved_to, ::testing::Each(2u));  // the spare, already there
   EXPECT_THAT(moved_to_ready, ::testing::Each(true));
   EXPECT_EQ(moved_to.size(), 8u);
@@ -1558,8 +1585,7 @@ TEST_F(PoolCoreTest, ManyListenersAreToldOnceEachFromFewThreads) {
   // All told before OnLinkState returned, each once.
   for (auto& l : ls) EXPECT_THAT(l->calls(), ElementsAre(1u));
   EXPECT_LE(threads.size(), internal::kDrainFanOutMaxThreads);
-  EXPECT_LE(most_inside,
-            static_cast<int>(internal::kDrainFanOutMaxThreads));
+  EXPECT_LE(most_inside, static_cast<int>(internal::kDrainFanOutMaxThreads));
 }
 
 // The generated messages speak grpc.health.v1's wire format: the same field

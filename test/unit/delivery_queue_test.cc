@@ -135,23 +135,6 @@ TEST(DeliveryQueueReaderTest, ReadsThenFinishes) {
   EXPECT_EQ(queue.delivered(), 1u);
 }
 
-TEST(CompactFifoTest, KeepsOrderAndReusesItsFront) {
-  CompactFifo<int> q;
-  EXPECT_TRUE(q.empty());
-  for (int round = 0; round < 3; ++round) {
-    for (int i = 0; i < 10; ++i) q.push_back(i);
-    for (int i = 0; i < 5; ++i) {
-      EXPECT_EQ(q.front(), i);
-      q.pop_front();
-    }
-    for (int i = 10; i < 15; ++i) q.push_back(i);
-    std::vector<int> rest(q.begin(), q.end());
-    EXPECT_THAT(rest, ElementsAre(5, 6, 7, 8, 9, 10, 11, 12, 13, 14));
-    while (!q.empty()) q.pop_front();
-    EXPECT_EQ(q.size(), 0u);
-  }
-}
-
 }  // namespace
 }  // namespace internal
 }  // namespace tether

@@ -11,6 +11,8 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "observability/readable_duration.h"
+#include "tether/circuit_breaker.h"
 #include "tether/testing/fake_clock.h"
 
 namespace tether {
@@ -98,7 +100,8 @@ TEST_F(LoggingTest, StreamLinesCarryTheStreamsName) {
   a->OnConnectionDraining(3, "GOAWAY");  // the pool says it
   b->OnConnectionDraining(3, "GOAWAY");
   log->OnConnectionDraining(3, "GOAWAY");  // as the pool's observer
-  a->OnBackoff(absl::Microseconds(662.20575), absl::CancelledError("CANCELLED"));
+  a->OnBackoff(absl::Microseconds(662.20575),
+               absl::CancelledError("CANCELLED"));
   b->OnStalled(info, absl::Milliseconds(12345.678));
   EXPECT_THAT(
       sink_->Texts(),
@@ -116,6 +119,89 @@ TEST_F(LoggingTest, StreamLinesCarryTheStreamsName) {
   for (int i = 0; i < 5; ++i) a->OnGap(1, 3);
   for (int i = 0; i < 5; ++i) b->OnGap(1, 3);
   EXPECT_EQ(log->suppressed_total(), 7u);
+}
+
+// A drain reported by the pool and by each stream through one observer (the
+// observer given to both by hand) is one line; another connection's, or
+// another reason, is a line of its own.
+TEST_F(LoggingTest, OneDrainIsOneLineThroughASharedObserver) {
+  auto log = Make();
+  log->OnConnectionDraining(4, "GOAWAY");  // the pool
+  log->OnConnectionDraining(4, "GOAWAY");  // stream 1
+  log->OnConnectionDraining(4, "GOAWAY");  // stream 2
+  log->OnConnectionDraining(5, "GOAWAY");
+  log->OnConnectionDraining(4, "health check reports NOT_SERVING");
+  EXPECT_THAT(sink_->Texts(),
+              ElementsAre("watch/alice: connection 4 draining: GOAWAY",
+                          "watch/alice: connection 5 draining: GOAWAY",
+                          "watch/alice: connection 4 draining: health check "
+                          "reports NOT_SERVING"));
+}
+
+// The breaker's lines name the rule that moved it, read from a real breaker
+// (the counts of a transition are taken after its window was reset, so a
+// rate read from them would say "0.0% of 0").
+TEST_F(LoggingTest, BreakerLinesNameTheRuleThatTripped) {
+  auto log = Make(/*per_window=*/100);
+  CircuitBreakerOptions o;
+  o.name = "ledger";
+  o.consecutive_failures = 5;
+  o.break_duration = absl::Seconds(5);
+  o.break_jitter = 0;
+  o.half_open_permits = 2;
+  o.observer = log;
+  auto breaker = CircuitBreaker::Create(o, clock_).value();
+  for (int i = 0; i < 5; ++i) {
+    breaker->Record(breaker->TryAcquire().value(), Outcome::kFailure);
+  }
+  const absl::Status refused = breaker->TryAcquire().status();
+  clock_->AdvanceBy(absl::Seconds(5));
+  for (int i = 0; i < 2; ++i) {
+    breaker->Record(breaker->TryAcquire().value(), Outcome::kSuccess);
+  }
+  std::vector<std::string> lines;
+  for (const std::string& l : sink_->Texts()) {
+    if (l.find("->") != std::string::npos) lines.push_back(l);
+  }
+  EXPECT_THAT(lines, ElementsAre("watch/alice: breaker ledger: closed -> open "
+                                 "(5 consecutive failures)",
+                                 "watch/alice: breaker ledger: open -> "
+                                 "half-open (break over)",
+                                 "watch/alice: breaker ledger: half-open -> "
+                                 "closed (2 probes succeeded)"));
+  // The refusal's wait reads as a person reads it.
+  EXPECT_THAT(std::string(refused.message()),
+              HasSubstr("is open for another 5s (5 consecutive failures)"));
+
+  CircuitBreakerOptions rate;
+  rate.name = "rate";
+  rate.minimum_calls = 4;
+  rate.window_size = 4;
+  rate.failure_rate_threshold = 50;
+  rate.observer = log;
+  auto by_rate = CircuitBreaker::Create(rate, clock_).value();
+  for (Outcome x : {Outcome::kSuccess, Outcome::kFailure, Outcome::kSuccess,
+                    Outcome::kFailure}) {
+    by_rate->Record(by_rate->TryAcquire().value(), x);
+  }
+  EXPECT_THAT(sink_->Texts().back(),
+              HasSubstr("breaker rate: closed -> open (failure rate 50.0% >= "
+                        "50% over 4 calls)"));
+  by_rate->SetForcedOpen(true);
+  EXPECT_EQ(sink_->Texts().back(),
+            "watch/alice: breaker rate: open -> forced-open (forced open)");
+}
+
+TEST(ReadableDurationTest, TruncatesToWhatAPersonReads) {
+  using internal::ReadableDuration;
+  EXPECT_EQ(ReadableDuration(absl::Nanoseconds(662205)), "662us");
+  EXPECT_EQ(ReadableDuration(absl::Microseconds(459991.85575)), "459ms");
+  EXPECT_EQ(ReadableDuration(absl::Milliseconds(1234.9)), "1.234s");
+  EXPECT_EQ(ReadableDuration(absl::Milliseconds(12345.678)), "12.3s");
+  EXPECT_EQ(ReadableDuration(absl::Minutes(6)), "6m");
+  EXPECT_EQ(ReadableDuration(absl::ZeroDuration()), "0");
+  EXPECT_EQ(ReadableDuration(absl::InfiniteDuration()), "inf");
+  EXPECT_EQ(ReadableDuration(-absl::Milliseconds(1500)), "-1.5s");
 }
 
 TEST_F(LoggingTest, MinSeverityDropsLowerLines) {

@@ -3,6 +3,7 @@
 // migration (fake transport, fake clock), the pool's connection gauge and
 // the breaker's state gauge.
 #include "tether/metrics.h"
+#include "tether/resolved_endpoints.h"
 
 #include <memory>
 #include <set>
@@ -11,7 +12,10 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "test/unit/stream_fixture.h"
 #include "tether/circuit_breaker.h"
+#include "tether/connection_pool.h"
+#include "tether/endpoints.h"
 #include "tether/reconnecting_stream.h"
 #include "tether/testing/fake_clock.h"
 #include "tether/testing/fake_transport.h"
@@ -139,6 +143,171 @@ TEST_F(StreamMetricsTest, TransientEndIsTimedWithItsStatusAndClass) {
   EXPECT_EQ(V(MetricId::kAttemptStarted, {kMethod, kTarget, "reopen"}), 1);
 }
 
+TEST_F(StreamMetricsTest, DeliveredMessagesAndTheStreamsDurationByItsEnd) {
+  transport_->Expect({{Resp{1}, Resp{2}, Resp{2}, Resp{3}},
+                      {},
+                      absl::UnavailableError("gone")});
+  clock_->AdvanceBy(absl::Seconds(3));
+  auto stream = StartStream();
+  const std::vector<std::string> delivered = {kMethod, kTarget,
+                                              "server_stream"};
+  // 1, 2, 3 (the second 2 is a duplicate, not delivered).
+  EXPECT_EQ(V(MetricId::kMessagesDelivered, delivered), 3);
+  EXPECT_EQ(sink_->TotalCount(MetricId::kStreamDuration), 0u);
+  clock_->RunDue();  // after progress the reopen is immediate
+  auto second = transport_->attempt(1);
+  ASSERT_NE(second, nullptr);
+  second->Send(Resp{3});  // a duplicate
+  second->Send(Resp{4});
+  clock_->AdvanceBy(absl::Seconds(2));
+  second->Finish(absl::OkStatus());
+  EXPECT_EQ(V(MetricId::kMessagesDelivered, delivered), 4);
+  const std::vector<std::string> finished = {kMethod, kTarget, "server_stream",
+                                             "OK", "finished"};
+  EXPECT_EQ(sink_->Count(MetricId::kStreamDuration, finished), 1u);
+  EXPECT_DOUBLE_EQ(sink_->Value(MetricId::kStreamDuration, finished), 2.0);
+  stream.reset();  // released after its end: recorded once
+  EXPECT_EQ(sink_->TotalCount(MetricId::kStreamDuration), 1u);
+}
+
+TEST_F(StreamMetricsTest, AStreamCancelledOrDestroyedIsTimedAsCancelled) {
+  auto stream = StartStream();
+  clock_->AdvanceBy(absl::Milliseconds(1500));
+  stream->Cancel();
+  clock_->RunDue();
+  const std::vector<std::string> cancelled = {kMethod, kTarget, "server_stream",
+                                              "CANCELLED", "cancelled"};
+  EXPECT_EQ(sink_->Count(MetricId::kStreamDuration, cancelled), 1u);
+  EXPECT_DOUBLE_EQ(sink_->Value(MetricId::kStreamDuration, cancelled), 1.5);
+
+  // Destroyed while running: the end never reaches the app (nor the
+  // observer); the duration is recorded when the stream lets go.
+  options_.observer = MakeMetricsObserver(sink_, kMethod, kTarget, clock_);
+  auto second = StartStream();
+  clock_->AdvanceBy(absl::Seconds(4));
+  second.reset();
+  clock_->RunDue();
+  EXPECT_EQ(sink_->Count(MetricId::kStreamDuration, cancelled), 2u);
+  EXPECT_DOUBLE_EQ(sink_->Value(MetricId::kStreamDuration, cancelled), 5.5);
+}
+
+TEST_F(StreamMetricsTest, AStreamThatGivesUpIsTimedAsGaveUp) {
+  options_.max_attempts_without_progress = 1;
+  transport_->Expect({{}, {}, absl::UnavailableError("down")});
+  auto stream = StartStream();
+  clock_->RunDue();
+  EXPECT_EQ(sink_->Count(
+                MetricId::kStreamDuration,
+                {kMethod, kTarget, "server_stream", "UNAVAILABLE", "gave_up"}),
+            1u);
+  EXPECT_EQ(V(MetricId::kStreamsGaveUp, {kMethod, kTarget}), 1);
+}
+
+class BidiMetricsTest : public stream_test::StreamFixture {
+ protected:
+  BidiMetricsTest() : sink_(std::make_shared<InMemoryMetricsSink>()) {
+    options_.observer =
+        MakeMetricsObserver(sink_, kMethod, kTarget, clock_, StreamKind::kBidi);
+  }
+  double Depth() {
+    return sink_->Value(MetricId::kOutboxDepth, {kMethod, kTarget});
+  }
+  std::shared_ptr<InMemoryMetricsSink> sink_;
+};
+
+TEST_F(BidiMetricsTest, OutboxDepthRefusedWritesDeliveredAndTheEnd) {
+  using stream_test::Ack;
+  using stream_test::M;
+  using stream_test::W;
+  options_.max_outbox = 2;
+  auto stream = StartBidi(BidiSpec());
+  ASSERT_TRUE(stream->Write(W(1)).ok());
+  ASSERT_TRUE(stream->Write(W(2)).ok());
+  EXPECT_EQ(Depth(), 2);
+  EXPECT_EQ(stream->Write(W(3)).code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(stream->Write(W(3)).code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(sink_->Value(MetricId::kWritesRefused, {kMethod, kTarget}), 2);
+  EXPECT_EQ(Depth(), 2);
+  auto a = bidi_->attempt(0);
+  a->Send(Ack(1));
+  EXPECT_EQ(Depth(), 1);
+  a->Send(M(1));
+  EXPECT_EQ(
+      sink_->Value(MetricId::kMessagesDelivered, {kMethod, kTarget, "bidi"}),
+      2);  // the ack and the message both reached the app
+  // The stream ends with one write never acknowledged: the gauge lets go of
+  // it.
+  a->Finish(absl::PermissionDeniedError("no"));
+  clock_->RunDue();
+  ASSERT_EQ(done().size(), 1u);
+  EXPECT_EQ(Depth(), 0);
+  EXPECT_EQ(
+      sink_->Count(MetricId::kStreamDuration,
+                   {kMethod, kTarget, "bidi", "PERMISSION_DENIED", "failed"}),
+      1u);
+}
+
+TEST_F(BidiMetricsTest,
+       WithoutAcknowledgementsAWriteLeavesTheGaugeWhenWritten) {
+  using stream_test::W;
+  stream_test::BidiStream::Spec spec = BidiSpec();
+  spec.acknowledges = nullptr;
+  auto stream = StartBidi(std::move(spec));
+  ASSERT_TRUE(stream->Write(W(1)).ok());
+  ASSERT_TRUE(stream->Write(W(2)).ok());
+  EXPECT_EQ(stream->outbox_size(), 0u);  // the fake writes at once
+  EXPECT_EQ(Depth(), 0);
+  EXPECT_EQ(sink_->TotalCount(MetricId::kOutboxDepth), 4u);  // +1 -1 +1 -1
+}
+
+// A source that names itself no better than the interface's default.
+class SilentSource final : public EndpointSource {
+ public:
+  void Start(std::shared_ptr<Sink>) override {}
+  void Stop() override {}
+};
+
+TEST(PoolLabelTest, DerivedFromWhereThePoolConnectsUnlessSet) {
+  ConnectionPoolOptions o;
+  o.target = "dns:///svc:443";
+  EXPECT_EQ(PoolLabel(o), "dns:///svc:443");
+  o.label = "ledger";
+  EXPECT_EQ(PoolLabel(o), "ledger");
+
+  ConnectionPoolOptions two;
+  two.addresses = {"127.0.0.1:1", "127.0.0.1:2"};
+  EXPECT_EQ(PoolLabel(two), "127.0.0.1:1,127.0.0.1:2");
+  ConnectionPoolOptions five;
+  five.addresses = {"10.0.0.1:1", "10.0.0.2:1", "10.0.0.3:1", "10.0.0.4:1",
+                    "10.0.0.5:1"};
+  EXPECT_EQ(PoolLabel(five), "10.0.0.1:1,10.0.0.2:1,10.0.0.3:1,+2");
+
+  ConnectionPoolOptions fixed;
+  fixed.endpoints = FixedEndpoints({{"127.0.0.1:7", ""}}).value();
+  EXPECT_EQ(PoolLabel(fixed), "127.0.0.1:7");
+  ConnectionPoolOptions resolved;
+  resolved.endpoints = std::make_shared<SilentSource>();
+  EXPECT_EQ(PoolLabel(resolved), "endpoints");  // the interface's default
+  ConnectionPoolOptions dns;
+  dns.endpoints = ResolvedEndpoints("dns:///svc.example:7000").value();
+  EXPECT_EQ(PoolLabel(dns), "svc.example:7000");  // the name it looks up
+}
+
+TEST(PoolLabelTest, ALabelLongerThan256CharactersIsRejected) {
+  ConnectionPoolOptions o;
+  o.target = "127.0.0.1:1";
+  o.label = std::string(256, 'x');
+  EXPECT_TRUE(Validate(o).ok());
+  o.label = std::string(257, 'x');
+  absl::Status s = Validate(o);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()),
+              ::testing::HasSubstr("ConnectionPoolOptions.label must be at "
+                                   "most 256 characters, got 257"));
+  o.label = std::string(1 << 20, 'x');
+  EXPECT_FALSE(Validate(o).ok());
+}
+
 TEST(MetricsStreamObserverTest, ResyncStallGaveUpAndNullSinkIsHarmless) {
   auto sink = std::make_shared<InMemoryMetricsSink>();
   auto obs = MakeMetricsObserver(sink, kMethod, kTarget);
@@ -155,7 +324,12 @@ TEST(MetricsStreamObserverTest, ResyncStallGaveUpAndNullSinkIsHarmless) {
 
   auto quiet = MakeMetricsObserver(nullptr, kMethod, kTarget);
   quiet->OnAttemptStarted(AttemptInfo{});
-  quiet->OnResync(absl::OutOfRangeError("compacted"), 1);  // no sink: nothing to do, nothing crashes
+  quiet->OnMessageDelivered();
+  quiet->OnOutboxChanged(3);
+  quiet->OnWriteRefused();
+  quiet->OnStreamEnded(absl::OkStatus(), StreamEnd::kFinished);
+  quiet->OnResync(absl::OutOfRangeError("compacted"),
+                  1);  // no sink: nothing to do, nothing crashes
 }
 
 TEST(MetricsConnectionObserverTest, ConnectionsByState) {

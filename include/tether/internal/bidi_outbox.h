@@ -16,6 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "tether/internal/mutex.h"
+#include "tether/observer.h"
 #include "tether/position.h"
 #include "tether/transport.h"
 
@@ -51,16 +52,23 @@ struct BidiOpen {
 // write nothing more; their responses acknowledge nothing (the writer
 // replays what they had written, and acknowledges it).
 //
+// The observer hears the outbox's size changes and refused writes through
+// the callout (never after the stream's end reached the app).
+//
 // Thread safety: every method from any thread. `mu_` guards everything; no
-// app code (`acknowledges`, `on_writable`) and no wake-up runs under it.
+// app code (`acknowledges`, `on_writable`, the observer) and no wake-up runs
+// under it.
 template <class Request, class Response>
 class BidiOutbox {
  public:
   using AckFn = std::function<bool(const Request&, const Response&)>;
   using CalloutFn = std::function<void(const std::function<void()>&)>;
 
-  BidiOutbox(std::size_t max, AckFn acknowledges)
-      : max_(max), acknowledges_(std::move(acknowledges)) {}
+  BidiOutbox(std::size_t max, AckFn acknowledges,
+             std::shared_ptr<StreamObserver> observer = nullptr)
+      : max_(max),
+        acknowledges_(std::move(acknowledges)),
+        observer_(std::move(observer)) {}
 
   // How `on_writable` is run (the stream's gate: never after destroy).
   void SetCallout(CalloutFn callout) {
@@ -70,6 +78,8 @@ class BidiOutbox {
 
   absl::Status Write(Request request) {
     std::function<void()> wake;
+    CalloutFn callout;
+    bool refused = false;
     {
       MutexLock lock(&mu_);
       if (ended_) {
@@ -79,16 +89,23 @@ class BidiOutbox {
       if (writes_done_) {
         return absl::FailedPreconditionError("tether: Write after WritesDone");
       }
-      if (entries_.size() >= max_) {
+      if (observer_) callout = callout_;
+      refused = entries_.size() >= max_;
+      if (refused) {
         want_writable_ = true;
-        return absl::ResourceExhaustedError(absl::StrCat(
-            "tether: the outbox holds max_outbox (", max_,
-            ") unacknowledged writes; write again after on_writable"));
+      } else {
+        entries_.push_back(Entry{
+            next_id_++, std::make_shared<const Request>(std::move(request))});
+        wake = writer_wake_;
       }
-      entries_.push_back(Entry{
-          next_id_++, std::make_shared<const Request>(std::move(request))});
-      wake = writer_wake_;
     }
+    if (refused) {
+      Tell(callout, [o = observer_.get()] { o->OnWriteRefused(); });
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "tether: the outbox holds max_outbox (", max_,
+          ") unacknowledged writes; write again after on_writable"));
+    }
+    TellChanged(callout, 1);
     if (wake) wake();
     return absl::OkStatus();
   }
@@ -178,6 +195,8 @@ class BidiOutbox {
       BidiOutbox& b = *box_;
       std::function<void()> writable;
       std::function<void()> wake;
+      CalloutFn callout;
+      std::int64_t done = 0;
       {
         MutexLock lock(&b.mu_);
         if (!in_flight_) return;  // closed meanwhile
@@ -189,10 +208,13 @@ class BidiOutbox {
           while (!b.entries_.empty() &&
                  b.entries_.front().id <= in_flight_id_) {
             b.entries_.pop_front();
+            ++done;
           }
           writable = b.TakeWritableLocked();
+          if (b.observer_) callout = b.callout_;
         }
       }
+      b.TellChanged(callout, -done);
       if (wake) wake();
       b.RunWritable(writable);
     }
@@ -225,13 +247,18 @@ class BidiOutbox {
       }
       if (!acked) return;
       std::function<void()> writable;
+      CalloutFn callout;
+      std::int64_t done = 0;
       {
         MutexLock lock(&b.mu_);
         if (!b.entries_.empty() && b.entries_.front().id == oldest.id) {
           b.entries_.pop_front();
+          done = 1;
         }
         writable = b.TakeWritableLocked();
+        if (b.observer_) callout = b.callout_;
       }
+      b.TellChanged(callout, -done);
       b.RunWritable(writable);
     }
 
@@ -316,8 +343,19 @@ class BidiOutbox {
     if (f) f();
   }
 
+  // Runs an observer call through `callout` (empty: the stream has none
+  // yet, or no observer). Call with no lock held.
+  static void Tell(const CalloutFn& callout, const std::function<void()>& f) {
+    if (callout) callout(f);
+  }
+  void TellChanged(const CalloutFn& callout, std::int64_t delta) {
+    if (delta == 0) return;
+    Tell(callout, [o = observer_.get(), delta] { o->OnOutboxChanged(delta); });
+  }
+
   const std::size_t max_;
   const AckFn acknowledges_;
+  const std::shared_ptr<StreamObserver> observer_;
   Mutex mu_;
   std::deque<Entry> entries_ ABSL_GUARDED_BY(mu_);
   std::uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;

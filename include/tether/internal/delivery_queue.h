@@ -14,9 +14,13 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "tether/internal/compact_fifo.h"
 #include "tether/internal/mutex.h"
 
 namespace tether {
+
+class StreamObserver;
+
 namespace internal {
 
 // Marks, for the current thread, that a callout of `owner` is running, so
@@ -37,48 +41,6 @@ class CalloutScope {
 
 // What a user callback's exception becomes: INTERNAL naming the callback.
 absl::Status CallbackThrew(const char* callback, std::exception_ptr error);
-
-// A FIFO that allocates nothing while empty and, once used, only what its
-// longest run held (a vector plus a read index; no per-message allocation).
-// A `std::deque` allocates a 512-byte block and its map up front, per
-// stream, whether or not anything is ever queued.
-template <class T>
-class CompactFifo {
- public:
-  bool empty() const { return head_ == items_.size(); }
-  std::size_t size() const { return items_.size() - head_; }
-  T& front() { return items_[head_]; }
-  void push_back(T value) {
-    if (head_ != 0 && items_.size() == items_.capacity() &&
-        head_ * 2 >= items_.size()) {
-      // Reuse the consumed front instead of growing.
-      items_.erase(items_.begin(),
-                   items_.begin() + static_cast<std::ptrdiff_t>(head_));
-      head_ = 0;
-    }
-    items_.push_back(std::move(value));
-  }
-  template <class... Args>
-  void emplace_back(Args&&... args) {
-    push_back(T(std::forward<Args>(args)...));
-  }
-  void pop_front() {
-    if (++head_ == items_.size()) clear();
-  }
-  // Oldest first.
-  typename std::vector<T>::const_iterator begin() const {
-    return items_.begin() + static_cast<std::ptrdiff_t>(head_);
-  }
-  typename std::vector<T>::const_iterator end() const { return items_.end(); }
-  void clear() {
-    items_.clear();  // keeps the capacity
-    head_ = 0;
-  }
-
- private:
-  std::vector<T> items_;
-  std::size_t head_ = 0;
-};
 
 // What a queue tells the stream that owns it. An interface, not two
 // std::function members: 8 bytes per stream instead of 64.
@@ -153,9 +115,10 @@ class DeliveryQueue {
   using DoneFn = std::function<void(const absl::Status&)>;
 
   // `store->has_on_message()` and `on_done` both set (callback mode) or both
-  // empty (reader mode). `store` and `owner` must outlive the queue.
+  // empty (reader mode). `store`, `owner` and `observer` (null: none; told
+  // `OnMessageDelivered` after each message) must outlive the queue.
   DeliveryQueue(std::size_t capacity, MessageStore* store, DoneFn on_done,
-                DeliveryQueueOwner* owner);
+                DeliveryQueueOwner* owner, StreamObserver* observer = nullptr);
 
   // Queues a message (`*message`, a T, is moved from). Returns false when
   // the queue is now full: the producer should stop reading until the
@@ -206,6 +169,9 @@ class DeliveryQueue {
   absl::Status DeliverOneLocked()
       ABSL_UNLOCK_FUNCTION(mu_) ABSL_NO_THREAD_SAFETY_ANALYSIS;
 
+  // Tells the observer a message reached the app; call with no lock held.
+  void TellDelivered() ABSL_LOCKS_EXCLUDED(mu_);
+
   // Whether a full queue just got room (the producer should resume).
   bool TakeSpaceLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -217,6 +183,7 @@ class DeliveryQueue {
   MessageStore* const store_;  // guarded by mu_ (its contents)
   const DoneFn on_done_;
   DeliveryQueueOwner* const owner_;
+  StreamObserver* const observer_;
   const bool callback_mode_;
 
   Mutex mu_;

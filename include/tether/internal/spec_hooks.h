@@ -31,6 +31,8 @@ struct PositionFields {
   bool resync_on_message = false;
   bool resync_on_end = false;
   bool resync = false;
+  bool is_drain_notice = false;
+  bool deliver_drain_notice = false;
 };
 
 template <class Spec>
@@ -46,6 +48,8 @@ PositionFields PositionFieldsOf(const Spec& spec) {
   f.resync_on_message = static_cast<bool>(spec.resync_on_message);
   f.resync_on_end = static_cast<bool>(spec.resync_on_end);
   f.resync = static_cast<bool>(spec.resync);
+  f.is_drain_notice = static_cast<bool>(spec.is_drain_notice);
+  f.deliver_drain_notice = spec.deliver_drain_notice;
   return f;
 }
 
@@ -53,7 +57,7 @@ PositionFields PositionFieldsOf(const Spec& spec) {
 // more than one of sequence_of/position_of/cursor_of; trim_delivered or
 // deliver_progress or spacing without position_of; initial_cursor without
 // cursor_of; resync without a trigger, a trigger without resync, or resync
-// with cursors.
+// with cursors; deliver_drain_notice without is_drain_notice.
 absl::Status CheckPositionFields(const PositionFields& f, const char* what);
 
 template <class Spec>
@@ -87,8 +91,8 @@ absl::Status CheckServerResumeFields(const Spec& spec, const char* what) {
       static_cast<bool>(spec.resume_from_cursor), what);
 }
 
-// Moves the position/cursor/resync fields of a checked spec into `fns`
-// (the typed functions, as they are) and `hooks` (which are set, and the
+// Moves the position/cursor/resync/drain notice fields of a checked spec into
+// `fns` (the typed functions, as they are) and `hooks` (which are set, and the
 // rest); not the resume functions, which depend on the kind of stream.
 template <class Request, class Response, class Spec>
 void TakePositionFields(Spec& spec, StreamHooks& hooks,
@@ -104,16 +108,21 @@ void TakePositionFields(Spec& spec, StreamHooks& hooks,
   hooks.spacing = spec.spacing;
   hooks.deliver_progress = spec.deliver_progress;
   if (spec.trim_delivered || spec.cursor_of || spec.initial_cursor ||
-      spec.resync_on_message || spec.resync_on_end || spec.resync) {
+      spec.resync_on_message || spec.resync_on_end || spec.resync ||
+      spec.is_drain_notice) {
     StreamHooks::Rare& rare = hooks.MutableRare();
-    if (spec.trim_delivered || spec.cursor_of || spec.resync_on_message) {
+    if (spec.trim_delivered || spec.cursor_of || spec.resync_on_message ||
+        spec.is_drain_notice) {
       auto& typed = fns.MutableRare();
       rare.trim_delivered = static_cast<bool>(spec.trim_delivered);
       rare.cursor_of = static_cast<bool>(spec.cursor_of);
       rare.resync_on_message = static_cast<bool>(spec.resync_on_message);
+      rare.drain_notice = static_cast<bool>(spec.is_drain_notice);
+      rare.deliver_drain_notice = spec.deliver_drain_notice;
       typed.trim_delivered = std::move(spec.trim_delivered);
       typed.cursor_of = std::move(spec.cursor_of);
       typed.resync_on_message = std::move(spec.resync_on_message);
+      typed.is_drain_notice = std::move(spec.is_drain_notice);
     }
     rare.initial_cursor = std::move(spec.initial_cursor);
     rare.resync_on_end = std::move(spec.resync_on_end);

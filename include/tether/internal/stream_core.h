@@ -76,6 +76,8 @@ struct StreamHooks {
     bool cursor_of = false;
     absl::optional<std::string> initial_cursor;
     bool resync_on_message = false;  // StreamParts::ResyncOnMessage
+    bool drain_notice = false;       // StreamParts::IsDrainNotice
+    bool deliver_drain_notice = false;
     std::function<bool(const absl::Status&)> resync_on_end;
     std::function<void(ResyncDone)> resync;
     // Internal (not app code): runs under the core's lock once the end is
@@ -178,6 +180,7 @@ class StreamParts {
   virtual void TrimDelivered(void* response, std::uint64_t at) const = 0;
   virtual absl::optional<std::string> CursorOf(const void* response) const = 0;
   virtual bool ResyncOnMessage(const void* response) const = 0;
+  virtual bool IsDrainNotice(const void* response) const = 0;
 };
 
 // The spec's typed functions that `TypedStreamParts` calls: moved out of
@@ -195,6 +198,7 @@ struct SpecFunctions {
     std::function<void(Response&, std::uint64_t)> trim_delivered;
     std::function<absl::optional<std::string>(const Response&)> cursor_of;
     std::function<bool(const Response&)> resync_on_message;
+    std::function<bool(const Response&)> is_drain_notice;
   };
   std::unique_ptr<Rare> rare;
   Rare& MutableRare() {
@@ -264,6 +268,9 @@ class TypedStreamParts final : public StreamParts,
   bool ResyncOnMessage(const void* response) const override {
     return fns_.rare->resync_on_message(
         *static_cast<const Response*>(response));
+  }
+  bool IsDrainNotice(const void* response) const override {
+    return fns_.rare->is_drain_notice(*static_cast<const Response*>(response));
   }
 
  private:

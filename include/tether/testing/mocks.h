@@ -71,6 +71,7 @@ class MockStreamObserver : public StreamObserver {
               (absl::Duration delay, const absl::Status& last_status),
               (override));
   MOCK_METHOD(void, OnGaveUp, (const absl::Status& status), (override));
+  MOCK_METHOD(void, OnDrainNotice, (const AttemptInfo& info), (override));
   MOCK_METHOD(void, OnConnectionDraining,
               (std::uint64_t connection_id, absl::string_view why), (override));
 };

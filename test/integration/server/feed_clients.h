@@ -75,6 +75,8 @@ class Log {
     absl::Status status;
     EndClass end_class = EndClass::kOk;
     bool by_client = false;
+    AttemptReason reason = AttemptReason::kFirst;
+    bool noticed = false;  // the server's drain notice arrived on it
   };
   void AttemptStarted(int stream, const AttemptInfo& info) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -82,6 +84,11 @@ class Log {
     a.stream = stream;
     a.connection = info.connection_id;
     a.started = absl::Now();
+    a.reason = info.reason;
+  }
+  void Noticed(int stream, const AttemptInfo& info) {
+    std::lock_guard<std::mutex> lock(mu_);
+    attempts_[{stream, info.attempt}].noticed = true;
   }
   void AttemptEnded(int stream, const AttemptInfo& info,
                     const absl::Status& status, EndClass end_class,
@@ -165,6 +172,9 @@ class StreamLog final : public StreamObserver {
   void OnAttemptEnded(const AttemptInfo& info, const absl::Status& status,
                       EndClass end_class, bool by_client) override {
     log_->AttemptEnded(stream_, info, status, end_class, by_client);
+  }
+  void OnDrainNotice(const AttemptInfo& info) override {
+    log_->Noticed(stream_, info);
   }
 
  private:
@@ -264,9 +274,14 @@ enum class Kind { kWatch, kChat };
 class Clients {
  public:
   // `base`: options every stream starts from (its observer is replaced).
+  // `notice_hook`: the streams act on the server's drain notice
+  // (`is_drain_notice`), and the app does not see it; else it is a control
+  // message the app gets.
   Clients(std::shared_ptr<ConnectionPool> pool, std::shared_ptr<Log> log,
-          Kind kind, int n, ReconnectingStreamOptions base = {})
+          Kind kind, int n, ReconnectingStreamOptions base = {},
+          bool notice_hook = false)
       : fleet_(n) {
+    auto is_notice = [](const FeedEvent& e) { return e.drain_notice(); };
     for (int i = 0; i < n; ++i) {
       ReconnectingStreamOptions o = base;
       o.observer = std::make_shared<StreamLog>(log, i);
@@ -283,6 +298,7 @@ class Clients {
         spec.resume_after = [](FeedRequest& r, std::uint64_t after) {
           r.set_after_seq(after);
         };
+        if (notice_hook) spec.is_drain_notice = is_notice;
         auto s = Watch::Start(pool, std::move(spec), o, on_message, on_done);
         EXPECT_TRUE(s.ok()) << s.status();
         if (s.ok()) watches_.push_back(std::move(*s));
@@ -299,6 +315,7 @@ class Clients {
           return std::vector<FeedRequest>{open};
         };
         spec.position_of = PositionOf;
+        if (notice_hook) spec.is_drain_notice = is_notice;
         auto s = Chat::Start(pool, std::move(spec), o, on_message, on_done);
         EXPECT_TRUE(s.ok()) << s.status();
         if (s.ok()) chats_.push_back(std::move(*s));

@@ -116,9 +116,13 @@ void SetPositions(Spec& spec, StreamKind kind, bool deliver_progress) {
 // Traces one stream's attempts.
 class Client::Tracer final : public StreamObserver {
  public:
-  Tracer(World& world, std::string name)
-      : world_(world), name_(std::move(name)) {}
+  Tracer(World& world, std::string name, double slow)
+      : world_(world), name_(std::move(name)), slow_(slow) {}
   void OnAttemptStarted(const AttemptInfo& i) override {
+    if (slow_ > 0 && world_.rng().Chance(slow_)) {
+      world_.clock()->AdvanceBy(
+          world_.rng().Between(absl::Microseconds(10), absl::Milliseconds(3)));
+    }
     world_.Note(absl::StrCat(name_, ": attempt ", i.attempt, " (",
                              AttemptReasonName(i.reason), ") on connection ",
                              i.connection_id,
@@ -148,10 +152,27 @@ class Client::Tracer final : public StreamObserver {
  private:
   World& world_;
   const std::string name_;
+  const double slow_;
 };
 
+template <class StreamT, class Checker>
+absl::Status Client::StartChecked(typename StreamT::Spec spec,
+                                  const Checker& checker,
+                                  std::unique_ptr<StreamT>& out) {
+  ReconnectingStreamOptions options = options_;
+  options.observer = checker.Observer(options.observer);
+  auto s = StreamT::Start(
+      source_, std::move(spec), options,
+      checker.OnMessage([this](SimMsg&& m) { OnMessage(std::move(m)); }),
+      checker.OnDone([this](const absl::Status& st) { OnDone(st); }));
+  if (!s.ok()) return s.status();
+  out = *std::move(s);
+  return absl::OkStatus();
+}
+
 bool Client::Start() {
-  options_.observer = std::make_shared<Tracer>(world_, Name());
+  options_.observer =
+      std::make_shared<Tracer>(world_, Name(), app_.slow_observer);
   deliver_progress_ =
       kind_ == StreamKind::kSparse && world_.rng().Chance(0.5);
   auto on_violation = [this](const std::string& what) {
@@ -176,17 +197,7 @@ bool Client::Start() {
         std::make_unique<fakes::BidiDeliveryChecker<SimWrite, SimMsg>>(
             fakes::BidiDeliveryChecker<SimWrite, SimMsg>::For(spec, options_));
     bidi_checker_->delivery().SetOnViolation(on_violation);
-    ReconnectingStreamOptions options = options_;
-    options.observer = bidi_checker_->Observer(options.observer);
-    auto s = BidiStream::Start(
-        source_, std::move(spec), options,
-        bidi_checker_->OnMessage([this](SimMsg&& m) { OnMessage(std::move(m)); }),
-        bidi_checker_->OnDone([this](const absl::Status& st) { OnDone(st); }));
-    if (s.ok()) {
-      bidi_ = *std::move(s);
-    } else {
-      started = s.status();
-    }
+    started = StartChecked<BidiStream>(std::move(spec), *bidi_checker_, bidi_);
   } else {
     Stream::Spec spec;
     spec.attempt_factory = std::make_shared<Factory>(network_, feed_);
@@ -204,17 +215,7 @@ bool Client::Start() {
     checker_ = std::make_unique<fakes::DeliveryChecker<SimMsg>>(
         fakes::DeliveryChecker<SimMsg>::For(spec, options_));
     checker_->SetOnViolation(on_violation);
-    ReconnectingStreamOptions options = options_;
-    options.observer = checker_->Observer(options.observer);
-    auto s = Stream::Start(
-        source_, std::move(spec), options,
-        checker_->OnMessage([this](SimMsg&& m) { OnMessage(std::move(m)); }),
-        checker_->OnDone([this](const absl::Status& st) { OnDone(st); }));
-    if (s.ok()) {
-      stream_ = *std::move(s);
-    } else {
-      started = s.status();
-    }
+    started = StartChecked<Stream>(std::move(spec), *checker_, stream_);
   }
   if (!started.ok()) {
     world_.Fail(absl::StrCat(Name(), ": Start failed: ", started.ToString()));
@@ -293,7 +294,7 @@ void Client::OnDone(const absl::Status& status) {
     }
     return;
   }
-  if (!outage_) {
+  if (!outage_ && !end_allowed_) {
     world_.Fail(absl::StrCat(Name(), ": ended by itself during rollouts: ",
                              status.ToString()));
   }
@@ -326,6 +327,13 @@ void Client::WriteLoop() {
       ++next_write_;
     } else if (s.code() == absl::StatusCode::kResourceExhausted) {
       blocked_ = true;
+      // The app's thread may be preempted between the refusal and its
+      // SetOnWritable: the room may come back in between.
+      if (world_.rng().Chance(0.5)) {
+        world_.clock()->AdvanceBy(
+            world_.rng().Between(absl::ZeroDuration(), absl::Milliseconds(20)));
+        if (!bidi_) return;
+      }
       bidi_->SetOnWritable(bidi_checker_->delivery().OnCallback(
           "on_writable", [this] { blocked_ = false; }));
     } else if (!done_) {
@@ -335,6 +343,35 @@ void Client::WriteLoop() {
   world_.After(world_.rng().Between(app_.write_every / 2,
                                     app_.write_every * 3 / 2),
                [this] { WriteLoop(); });
+}
+
+void Client::ExpectEnd(std::string why) {
+  end_allowed_ = true;
+  end_expected_ = std::move(why);
+}
+
+void Client::OnCall(Call& call) {
+  if (!end_expected_.empty() && !ended()) {
+    world_.Fail(absl::StrCat(Name(), ": call ", call.id(),
+                             " started although ", end_expected_,
+                             " (the stream must end instead)"));
+  }
+  latest_call_ = call.id();
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < calls_.size(); ++i) {
+    std::shared_ptr<Call> c = calls_[i].lock();
+    if (c && !c->done()) calls_[kept++] = calls_[i];
+  }
+  calls_.resize(kept);
+  calls_.push_back(call.weak_from_this());
+}
+
+bool Client::OtherCallRunning(const Call& call) const {
+  for (const auto& w : calls_) {
+    std::shared_ptr<Call> c = w.lock();
+    if (c && !c->done() && c.get() != &call) return true;
+  }
+  return false;
 }
 
 bool Client::CaughtUp(std::string* why) const {
@@ -347,6 +384,12 @@ bool Client::CaughtUp(std::string* why) const {
                         " log entries behind; last delivered ",
                         has_last_ ? absl::StrCat(last_) : std::string("none"),
                         ")");
+    return false;
+  }
+  if (bidi_ && blocked_ && bidi_->outbox_size() < options_.max_outbox) {
+    *why = absl::StrCat(Name(), ": on_writable never ran although the outbox "
+                        "has room (", bidi_->outbox_size(), " of ",
+                        options_.max_outbox, ")");
     return false;
   }
   if (bidi_ && (bidi_->outbox_size() > 0 ||

@@ -40,6 +40,10 @@ struct AppBehavior {
   // Chance, per message, that the callback cancels or destroys its own
   // stream (re-entrant).
   double reentrant_end = 0;
+  // Chance that the app's observer takes a few simulated milliseconds in
+  // `OnAttemptStarted` (other events run meanwhile, as on gRPC's other
+  // threads).
+  double slow_observer = 0;
   // Bidi: the mean time between the app's writes.
   absl::Duration write_every = absl::Seconds(3);
 };
@@ -83,6 +87,16 @@ class Client {
   absl::Time AckedAt(std::uint64_t id) const;
   // An outage is on: ends within the budget are expected.
   void set_outage(bool on) { outage_ = on; }
+  // The server asked not to retry (or to wait past the budget): the
+  // stream may end.
+  void AllowEnd() { end_allowed_ = true; }
+  // ... and must: `why` names the end; any new attempt is a violation.
+  void ExpectEnd(std::string why);
+  // A call of this stream started (the network's word).
+  void OnCall(Call& call);
+  // Another call of this stream than `call` is still running.
+  bool OtherCallRunning(const Call& call) const;
+  std::uint64_t latest_call() const { return latest_call_; }
   absl::Time done_at() const { return done_at_; }
   absl::Status done_status() const { return done_status_; }
   absl::Time last_progress() const { return last_progress_; }
@@ -94,6 +108,11 @@ class Client {
   class BidiFactory;
   class Tracer;
 
+  // Starts `out` with `checker` around its callbacks and observer.
+  template <class StreamT, class Checker>
+  absl::Status StartChecked(typename StreamT::Spec spec,
+                            const Checker& checker,
+                            std::unique_ptr<StreamT>& out);
   void OnMessage(SimMsg&& m);
   void OnDone(const absl::Status& status);
   // Checks `m` against the log; false (and a failure) when it is not the
@@ -127,6 +146,10 @@ class Client {
   bool destroyed_ = false;
   bool cancelled_ = false;
   bool outage_ = false;
+  bool end_allowed_ = false;
+  std::string end_expected_;  // why the stream must end; "" when it need not
+  std::uint64_t latest_call_ = 0;
+  std::vector<std::weak_ptr<Call>> calls_;
   absl::Time done_at_ = absl::InfiniteFuture();
   absl::Status done_status_;
   // Bidi.

@@ -144,6 +144,7 @@ void Call::Pump() {
       done_ = true;
       server_open_ = false;
       std::shared_ptr<AttemptListener<SimMsg>> listener = std::move(listener_);
+      if (net_->on_end_) net_->on_end_(*this, end_status_, end_trailers_);
       listener->OnEnd(end_status_, end_trailers_);
       keep_alive_.reset();
       break;
@@ -375,6 +376,10 @@ std::shared_ptr<Call> Network::StartCall(
     Feed* feed, std::uint64_t link, bool has_after, std::uint64_t after,
     std::shared_ptr<AttemptListener<SimMsg>> listener,
     std::shared_ptr<BidiWrites<SimWrite>> writes) {
+  if (options_.slow_start > 0 && world_.rng().Chance(options_.slow_start)) {
+    world_.clock()->AdvanceBy(
+        world_.rng().Between(absl::Microseconds(10), absl::Milliseconds(3)));
+  }
   LinkRec* l = FindLink(link);
   int replica = -1;
   absl::Status refused;
@@ -417,6 +422,7 @@ std::shared_ptr<Call> Network::StartCall(
       std::move(writes));
   call->keep_alive_ = call;
   all_calls_.push_back(call);
+  if (on_call_) on_call_(*call);
   if (!refused.ok()) {
     call->ServerEnd(refused);
     return call;

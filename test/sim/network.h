@@ -173,6 +173,11 @@ class Network final : public internal::ConnectionDriver {
     Topology topology = Topology::kHeadless;
     int replicas = 3;
     bool health_check = false;
+    // Chance that starting a call takes a few simulated milliseconds
+    // during which other events run (gRPC's StartCall on a busy machine):
+    // a stream may then see its new attempt cancelled, and a newer one
+    // start, before the first attempt's start returns.
+    double slow_start = 0;
   };
   Network(World& world, Options options);
 
@@ -182,6 +187,12 @@ class Network final : public internal::ConnectionDriver {
   }
   // Runs after every call into the core (the source's Flush).
   void set_after_core(std::function<void()> fn) { after_core_ = std::move(fn); }
+  // Told of every call started, and of every end a stream is told.
+  void set_on_call(std::function<void(Call&)> fn) { on_call_ = std::move(fn); }
+  void set_on_end(
+      std::function<void(Call&, const absl::Status&, const Metadata&)> fn) {
+    on_end_ = std::move(fn);
+  }
   // Told of every app write a server receives (bidi).
   void set_on_write(std::function<void(Call&, std::uint64_t id)> fn) {
     on_write_ = std::move(fn);
@@ -262,6 +273,8 @@ class Network final : public internal::ConnectionDriver {
   bool outage_ = false;
   std::function<void()> after_core_;
   std::function<void(Call&, std::uint64_t)> on_write_;
+  std::function<void(Call&)> on_call_;
+  std::function<void(Call&, const absl::Status&, const Metadata&)> on_end_;
 };
 
 // The pool core as the streams' `ConnectionSource`, made deterministic:

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "connections/pool_core.h"
@@ -79,6 +80,8 @@ std::string Scenario::Describe() const {
           ? absl::StrCat(", stall ", absl::FormatDuration(stall_timeout))
           : "",
       breaker ? ", breaker" : "",
+      max_outbox != 64 ? absl::StrCat(", outbox ", max_outbox) : "",
+      slow_start > 0 ? ", slow starts" : "",
       outage ? absl::StrCat(", outage of ", absl::FormatDuration(outage_length),
                             " at ", absl::FormatDuration(outage_at))
              : "");
@@ -118,6 +121,10 @@ Scenario Draw(std::uint64_t seed, const Overrides& o) {
                                           absl::Seconds(10))
                         : absl::ZeroDuration();
   s.breaker = rng.Chance(0.4);
+  s.max_outbox = rng.Chance(0.3) ? static_cast<std::size_t>(rng.Between(1, 8))
+                                 : 64;
+  s.slow_start = rng.Chance(0.3) ? 0.05 : 0;
+  s.app.slow_observer = s.slow_start;
   s.outage = rng.Chance(0.2);
   // Behind an L7 proxy a short outage of every backend ends streams
   // within seconds (an open finding, see docs/simulator.md): drawn only
@@ -195,6 +202,7 @@ class Runner {
     no.topology = s_.topology;
     no.replicas = s_.replicas;
     no.health_check = s_.health_check;
+    no.slow_start = s_.slow_start;
     network_ = std::make_unique<Network>(world_, no);
 
     if (s_.breaker) {
@@ -230,6 +238,13 @@ class Runner {
     network_->set_after_core([this] { source_->Flush(); });
     network_->set_on_write(
         [this](Call& call, std::uint64_t id) { OnWrite(call, id); });
+    network_->set_on_call([this](Call& call) {
+      clients_[static_cast<std::size_t>(call.feed()->index)]->OnCall(call);
+    });
+    network_->set_on_end(
+        [this](Call& call, const absl::Status& status, const Metadata& t) {
+          OnEnd(call, status, t);
+        });
     core_->Start();
     source_->Flush();
 
@@ -247,6 +262,7 @@ class Runner {
       so.stall_timeout = s_.stall_timeout;
       so.max_time_without_progress = s_.max_time_without_progress;
       so.breaker = breaker_;
+      so.max_outbox = s_.max_outbox;
       auto client = std::make_unique<Client>(world_, *network_, source_,
                                              *feed, kind, s_.app, so);
       feeds_.push_back(std::move(feed));
@@ -341,6 +357,32 @@ class Runner {
     network_->Publish(f, m);
   }
 
+  // A stream told "do not retry" or a pushback past its budget, on the
+  // attempt it runs on with no other to fall back to, must end at once and
+  // start nothing more.
+  void OnEnd(Call& call, const absl::Status& status, const Metadata& trailers) {
+    auto it = trailers.find("grpc-retry-pushback-ms");
+    if (it == trailers.end() || status.ok()) return;
+    std::int64_t ms = 0;
+    if (!absl::SimpleAtoi(it->second, &ms)) return;
+    const bool stop = ms < 0;
+    if (!stop && absl::Milliseconds(ms) <= s_.max_time_without_progress) return;
+    Client* c = clients_[static_cast<std::size_t>(call.feed()->index)].get();
+    c->AllowEnd();
+    if (c->latest_call() != call.id() || c->OtherCallRunning(call)) return;
+    const std::string why = absl::StrCat(
+        "call ", call.id(), " ended with grpc-retry-pushback-ms ", it->second,
+        stop ? " (do not retry)" : " (past max_time_without_progress)");
+    c->ExpectEnd(why);
+    const int index = call.feed()->index;
+    world_.After(absl::Seconds(1), [this, c, why, index] {
+      if (c->live()) {
+        world_.Fail(absl::StrCat("pushback: stream ", index,
+                                 " still runs 1s after ", why));
+      }
+    });
+  }
+
   void Rollout() {
     if (healing_) return;
     const int r = network_->OldestServing();
@@ -378,7 +420,16 @@ class Runner {
         network_->EndCalls(r, absl::UnavailableError("shedding load"), {});
         break;
       case 4: {
-        const std::int64_t ms = rng_.Between(0, 3000);
+        // Mostly a delay within the budget; now and then "do not retry"
+        // (-1) or one past max_time_without_progress: both end the
+        // stream at once.
+        const double u = rng_.Unit();
+        const std::int64_t ms =
+            u < 0.08 ? -1
+                     : u < 0.16 ? absl::ToInt64Milliseconds(
+                                      s_.max_time_without_progress) +
+                                      rng_.Between(1000, 3600 * 1000)
+                                : rng_.Between(0, 3000);
         world_.Note(absl::StrCat("fault: replica ", r, " pushes back ", ms,
                                  " ms"));
         network_->EndCalls(

@@ -62,6 +62,10 @@ struct Scenario {
   absl::Duration stall_timeout;
   absl::Duration max_time_without_progress = absl::Minutes(2);
   bool breaker = false;
+  std::size_t max_outbox = 64;
+  // Chance that starting a call lets other events run first (see
+  // Network::Options::slow_start).
+  double slow_start = 0;
 
   std::string Describe() const;
 };

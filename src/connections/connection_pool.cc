@@ -144,6 +144,17 @@ absl::Status Validate(const ConnectionPoolOptions& o) {
                      "or infinite, got ",
                      absl::FormatDuration(o.suspect_probation)));
   }
+  switch (o.balancing) {
+    case EndpointBalancing::kDetect:
+    case EndpointBalancing::kPerConnection:
+    case EndpointBalancing::kPerCall:
+      break;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(
+          "connection pool balancing must be kDetect, kPerConnection or "
+          "kPerCall, got ",
+          static_cast<int>(o.balancing)));
+  }
   return absl::OkStatus();
 }
 

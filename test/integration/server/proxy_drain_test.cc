@@ -8,20 +8,11 @@
 // ends, what the breaker records, the longest stall, and whether a reopen
 // lands on the leaving server. The figures the drain notice is measured
 // against once the client acts on it.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <signal.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
+#include <algorithm>
 #include <cstdio>
-#include <cstdlib>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -31,6 +22,7 @@
 #include "gtest/gtest.h"
 #include "test/integration/server/feed_clients.h"
 #include "test/integration/server/feed_server.h"
+#include "test/support/l7_proxy.h"
 #include "tether/circuit_breaker.h"
 #include "tether/classification.h"
 #include "tether/connection_pool.h"
@@ -47,161 +39,12 @@ using feed::Log;
 using feed::PoolLog;
 using ::tether::server::DrainReport;
 
-// A port nothing listens on now (the OS's pick, released at once).
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
-
-// One proxy process, its config and logs in a temporary directory; killed
-// and reaped by the destructor.
-class Proxy {
- public:
-  // `kind`: "nginx" or "haproxy". Forwards 127.0.0.1:port() to `backends`.
-  Proxy(const std::string& kind, const std::vector<int>& backends)
-      : kind_(kind), port_(FreePort()) {
-    char tmpl[] = "/tmp/tether-proxy-XXXXXX";
-    dir_ = mkdtemp(tmpl);
-    std::vector<std::string> argv;
-    if (kind == "nginx") {
-      std::string servers;
-      for (int b : backends) {
-        servers += absl::StrCat("    server 127.0.0.1:", b, ";\n");
-      }
-      WriteFile(
-          "nginx.conf",
-          absl::StrCat("daemon off;\nmaster_process off;\nworker_processes 1;\n"
-                       "pid ",
-                       dir_, "/nginx.pid;\nerror_log ", dir_,
-                       "/error.log warn;\nevents { worker_connections 1024; }\n"
-                       "http {\n  access_log off;\n"
-                       "  client_body_temp_path ",
-                       dir_,
-                       "/body;\n"
-                       "  proxy_temp_path ",
-                       dir_,
-                       "/proxy;\n"
-                       "  fastcgi_temp_path ",
-                       dir_,
-                       "/fastcgi;\n"
-                       "  uwsgi_temp_path ",
-                       dir_,
-                       "/uwsgi;\n"
-                       "  scgi_temp_path ",
-                       dir_,
-                       "/scgi;\n"
-                       "  upstream backends {\n",
-                       servers,
-                       "    keepalive 16;\n  }\n"
-                       "  server {\n    listen 127.0.0.1:",
-                       port_,
-                       " http2;\n"
-                       "    location / {\n"
-                       "      grpc_pass grpc://backends;\n"
-                       "      grpc_read_timeout 1h;\n"
-                       "      grpc_send_timeout 1h;\n"
-                       "      client_body_timeout 1h;\n"
-                       "    }\n  }\n}\n"));
-      argv = {"/usr/sbin/nginx",
-              "-p",
-              dir_,
-              "-e",
-              absl::StrCat(dir_, "/error.log"),
-              "-c",
-              absl::StrCat(dir_, "/nginx.conf")};
-    } else {
-      std::string servers;
-      for (std::size_t i = 0; i < backends.size(); ++i) {
-        servers += absl::StrCat("  server s", i, " 127.0.0.1:", backends[i],
-                                " proto h2 check inter 1s\n");
-      }
-      WriteFile("haproxy.cfg",
-                absl::StrCat("global\n  maxconn 1000\n"
-                             "defaults\n  mode http\n  timeout connect 5s\n"
-                             "  timeout client 1h\n  timeout server 1h\n"
-                             "frontend fe\n  bind 127.0.0.1:",
-                             port_,
-                             " proto h2\n  default_backend be\n"
-                             "backend be\n  balance roundrobin\n"
-                             // A refused connect is retried on the other
-                             // server, as nginx's grpc_next_upstream does
-                             // by default.
-                             "  retries 3\n  option redispatch 1\n"
-                             "  retry-on conn-failure\n",
-                             servers));
-      argv = {"/usr/sbin/haproxy", "-db", "-f",
-              absl::StrCat(dir_, "/haproxy.cfg")};
-    }
-    pid_ = fork();
-    if (pid_ == 0) {
-      const std::string log = absl::StrCat(dir_, "/stdout.log");
-      FILE* out = std::freopen(log.c_str(), "w", stdout);
-      FILE* err = std::freopen(log.c_str(), "a", stderr);
-      (void)out;
-      (void)err;
-      std::vector<char*> args;
-      for (std::string& a : argv) args.push_back(a.data());
-      args.push_back(nullptr);
-      execv(args[0], args.data());
-      _exit(127);
-    }
-  }
-  ~Proxy() {
-    if (pid_ > 0) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-    std::string rm = absl::StrCat("rm -rf ", dir_);
-    if (std::system(rm.c_str()) != 0) {
-      std::fprintf(stderr, "could not remove %s\n", dir_.c_str());
-    }
-  }
-
-  // Waits until the proxy accepts connections (or exited).
-  bool WaitListening() {
-    const absl::Time until = absl::Now() + kWait;
-    while (absl::Now() < until) {
-      if (AcceptsConnections(port_)) return true;
-      if (waitpid(pid_, nullptr, WNOHANG) == pid_) {
-        pid_ = -1;
-        return false;
-      }
-      // Polling a port: there is no event to wait on.
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    return false;
-  }
-  std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
-  std::string log() const {
-    std::ifstream in(absl::StrCat(dir_, "/stdout.log"));
-    return std::string(std::istreambuf_iterator<char>(in), {});
-  }
-
- private:
-  void WriteFile(const std::string& name, const std::string& text) {
-    std::ofstream(absl::StrCat(dir_, "/", name)) << text;
-  }
-
-  const std::string kind_;
-  const int port_;
-  std::string dir_;
-  pid_t pid_ = -1;
-};
-
 // `registered`: the handlers register with the drain (no notice sent; they
 // end when told, `goaway_grace` after the GOAWAY); else gRPC alone cuts
 // them at the deadline.
-void DrainBehind(const std::string& kind, const std::string& binary,
-                 bool registered) {
-  if (access(binary.c_str(), X_OK) != 0) {
-    GTEST_SKIP() << binary << " is not installed";
+void DrainBehind(L7Proxy::Kind kind, bool registered) {
+  if (!L7Proxy::Installed(kind)) {
+    GTEST_SKIP() << L7Proxy::Name(kind) << " is not installed";
   }
   FeedServerOptions ao;
   ao.name = "a";
@@ -218,8 +61,9 @@ void DrainBehind(const std::string& kind, const std::string& binary,
   FeedServer b(bo);
   ASSERT_TRUE(a.Start().ok());
   ASSERT_TRUE(b.Start().ok());
-  Proxy proxy(kind, {a.port(), b.port()});
-  ASSERT_TRUE(proxy.WaitListening()) << proxy.log();
+  auto started = L7Proxy::Start(kind, {a.port(), b.port()});
+  ASSERT_TRUE(started.ok()) << started.status();
+  L7Proxy& proxy = **started;
 
   auto log = std::make_shared<Log>();
   ConnectionPoolOptions po;
@@ -280,7 +124,7 @@ void DrainBehind(const std::string& kind, const std::string& binary,
       "%d attempts ended by the server: %s; breaker +%llu failures +%llu "
       "ignored +%llu successes; max stall of a moved stream %s; calls opened "
       "on the leaving server after Begin(): %d; drain %s\n",
-      kind.c_str(),
+      L7Proxy::Name(kind),
       registered ? "no drain notice, handlers told to end"
                  : "gRPC alone (cancel at the deadline)",
       on_a.size(), kStreams, cut,
@@ -293,19 +137,19 @@ void DrainBehind(const std::string& kind, const std::string& binary,
 }
 
 TEST(ProxyDrainTest, BehindNginxWithoutNotice) {
-  DrainBehind("nginx", "/usr/sbin/nginx", /*registered=*/true);
+  DrainBehind(L7Proxy::Kind::kNginx, /*registered=*/true);
 }
 
 TEST(ProxyDrainTest, BehindHaproxyWithoutNotice) {
-  DrainBehind("haproxy", "/usr/sbin/haproxy", /*registered=*/true);
+  DrainBehind(L7Proxy::Kind::kHaproxy, /*registered=*/true);
 }
 
 TEST(ProxyDrainTest, BehindNginxGrpcAlone) {
-  DrainBehind("nginx", "/usr/sbin/nginx", /*registered=*/false);
+  DrainBehind(L7Proxy::Kind::kNginx, /*registered=*/false);
 }
 
 TEST(ProxyDrainTest, BehindHaproxyGrpcAlone) {
-  DrainBehind("haproxy", "/usr/sbin/haproxy", /*registered=*/false);
+  DrainBehind(L7Proxy::Kind::kHaproxy, /*registered=*/false);
 }
 
 }  // namespace

@@ -54,6 +54,27 @@ absl::StatusOr<std::vector<int>> FreeLoopbackPorts(int n) {
   return ports;
 }
 
+int ConnectLoopback(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<std::uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+bool AcceptsConnections(int port) {
+  const int fd = ConnectLoopback(port);
+  if (fd < 0) return false;
+  close(fd);
+  return true;
+}
+
 ChildProcess::~ChildProcess() {
   if (pid_ > 0) (void)Stop(SIGKILL, absl::Seconds(10));
 }

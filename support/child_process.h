@@ -22,6 +22,12 @@ namespace support {
 // before the child binds it, which fails the child's start loudly).
 absl::StatusOr<std::vector<int>> FreeLoopbackPorts(int n);
 
+// A TCP connection to 127.0.0.1:`port`: its socket (the caller closes it),
+// or -1 when refused.
+int ConnectLoopback(int port);
+// True when something accepts a TCP connection on 127.0.0.1:`port`.
+bool AcceptsConnections(int port);
+
 // One child process, started by `Spawn` with stdout and stderr appended to
 // a log file, stdin from /dev/null. It is killed (SIGKILL) if the thread
 // that spawned it dies, and by the destructor if still running.

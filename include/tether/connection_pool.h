@@ -69,6 +69,28 @@ class ConnectionObserver {
                                  absl::string_view /*why*/) {}
   // The endpoint source failed (`status`); the pool keeps its last set.
   virtual void OnEndpointsError(const absl::Status& /*status*/) {}
+  // Endpoint `address` turned out to balance each call on its own (an L7
+  // proxy; see `ConnectionPoolOptions::balancing`): streams' ends no longer
+  // make its connections suspect. `why` names the evidence.
+  virtual void OnEndpointBalancesCalls(absl::string_view /*address*/,
+                                       absl::string_view /*why*/) {}
+};
+
+// How an endpoint spreads calls over servers: what the end of one call says
+// about the connection it ran on (see `ConnectionPoolOptions::balancing`).
+enum class EndpointBalancing {
+  // Learn it: each endpoint starts as `kPerConnection` and turns `kPerCall`
+  // when moving to new connections did not help (see `balancing`).
+  kDetect,
+  // Each connection reaches one server: a pod, a server, or an L4 balancer
+  // (a virtual IP such as a Kubernetes ClusterIP Service) that picks a
+  // server per connection. A server going away shows on its connections.
+  kPerConnection,
+  // The endpoint balances each call on its own: an L7 proxy (nginx
+  // `grpc_pass`, HAProxy, Envoy, a service mesh sidecar). Two calls on one
+  // connection may reach different servers, a server's GOAWAY stops at the
+  // proxy, and a new connection reaches the same servers as the old one.
+  kPerCall,
 };
 
 // How a `ConnectionPool` connects. Fill in exactly one of `target`,
@@ -224,6 +246,32 @@ struct ConnectionPoolOptions {
   // A server that sheds one stream spreads it to another connection (which
   // the idle rules close again). Default true.
   bool reopen_elsewhere_after_end = true;
+  // Whether a stream's unannounced end is evidence about its connection.
+  // Per connection (pods, L4 balancers), an end (see above) may make the
+  // connection suspect, and new picks and moves go to another connection,
+  // opened if needed (behind an L4 balancer a new connection may reach
+  // another server). Per call (L7 proxies), ends never make a connection
+  // suspect and no connection is opened to escape one: a stream whose call
+  // was refused retries on the endpoint's connections (the proxy sends the
+  // next call wherever it balances it) after its `recovery_jitter` rather
+  // than its backoff, up to 3 times per `suspect_end_window` (later
+  // refusals within it wait the backoff: the service behind the proxy may
+  // be down), and no new connection's health watch takes the proxy's next
+  // round-robin turn ahead of the stream's call (which would send every
+  // retry to the same server). Stalls stay evidence either way (a proxy
+  // connection can hang).
+  // `kDetect` learns it per endpoint (for as long as it stays in the set):
+  // per call once a call was refused (ended before its first message) on a
+  // connection opened to get away from evidence against its other ones,
+  // while streams ran on through those (a server going away ends them all),
+  // or on two such connections within one `suspect_probation`. Its suspects
+  // are restored then (`OnEndpointBalancesCalls`, `EndpointStats::per_call`).
+  // A pod or L4 balancer rarely shows this; if it does, its streams retry on
+  // its existing connections until a GOAWAY, a stall or the endpoint set
+  // moves them: that drain's refusals, never an error (docs/endpoints.md).
+  // Set `kPerConnection` or `kPerCall` when you know. Default `kDetect`; one
+  // of the three values.
+  EndpointBalancing balancing = EndpointBalancing::kDetect;
   // A suspect connection still READY after this long with no new evidence
   // takes picks again (`OnConnectionRestored`); each new report restarts
   // the period. Default 30 s; in (0, 24 h], or InfiniteDuration to keep it
@@ -269,6 +317,8 @@ struct EndpointStats {
   std::size_t connections = 0;  // open connections to it
   bool missing = false;         // missing from the last answer (flap rule)
   bool leaving = false;         // out of the set; its connections are draining
+  // It balances each call (`EndpointBalancing::kPerCall`, set or learned).
+  bool per_call = false;
 };
 
 // A pool of gRPC connections to one target (or one address list) that knows
@@ -302,7 +352,11 @@ struct EndpointStats {
 //   leaves READY it becomes draining as above. It is closed when its last
 //   pick is released (at once if it has none), or takes picks again after
 //   `suspect_probation` without new evidence. A replacement is opened as
-//   for draining. A report on a connection that is not READY is ignored.
+//   for draining. A report on a connection that is not READY is ignored,
+//   and so is every end (not a stall) on an endpoint that balances each
+//   call (`balancing`; a stream whose call it refused is told available as
+//   soon as it asks, up to 3 times per `suspect_end_window`, and retries
+//   on the same connections).
 // - Probing: a group opens connections no faster than the probe backoff
 //   (`probe_initial_backoff`); while it waits, a pick that finds no other
 //   connection fails with UNAVAILABLE saying when the next probe is due.

@@ -148,6 +148,8 @@ class LoggingObserver final
   void OnEndpointRemoved(absl::string_view address,
                          absl::string_view why) override;
   void OnEndpointsError(const absl::Status& status) override;
+  void OnEndpointBalancesCalls(absl::string_view address,
+                               absl::string_view why) override;
 
   // BreakerObserver.
   void OnStateChange(absl::string_view breaker, BreakerState from,

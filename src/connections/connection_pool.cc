@@ -154,6 +154,17 @@ absl::Status Validate(const ConnectionPoolOptions& o) {
         absl::StrCat("ConnectionPoolOptions.label must be at most ", kMaxLabel,
                      " characters, got ", o.label.size()));
   }
+  switch (o.balancing) {
+    case EndpointBalancing::kDetect:
+    case EndpointBalancing::kPerConnection:
+    case EndpointBalancing::kPerCall:
+      break;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(
+          "connection pool balancing must be kDetect, kPerConnection or "
+          "kPerCall, got ",
+          static_cast<int>(o.balancing)));
+  }
   return absl::OkStatus();
 }
 

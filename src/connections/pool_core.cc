@@ -59,6 +59,17 @@ constexpr double kProbeMultiplier = 1.6;
 constexpr double kProbeJitter = 0.2;
 // Bounds the exponent; 1.6^40 is far past any max_backoff / initial ratio.
 constexpr int kMaxProbeExponent = 40;
+// kDetect: an endpoint balances each call once this many escape connections
+// (see Conn::escape_at) were refused calls within one probation, or one was
+// while streams ran on through the endpoint's older connections. One alone
+// is not enough: a new connection through an L4 balancer may reach the very
+// server that is going away; two in a row is the pattern of a proxy.
+constexpr int kEscapesRefusedForPerCall = 2;
+// Fast retries a stream gets per suspect_end_window after calls refused on
+// a per-call endpoint. Round robin sends about half of the calls retried
+// together to the refusing server again, so a few rounds are normal; more
+// within the window mean the service behind the proxy is down.
+constexpr int kFastRetriesPerWindow = 3;
 
 // The last Release made on this thread. A stream releases its pick and then
 // reports the attempt's end on the same thread (one after the other, after
@@ -71,6 +82,18 @@ struct LastRelease {
   std::weak_ptr<ConnectionSource::DrainListener> listener;
 };
 thread_local LastRelease t_last_release;
+
+// The listener of an entry of a listener set or map.
+const std::weak_ptr<ConnectionSource::DrainListener>& ListenerOf(
+    const std::weak_ptr<ConnectionSource::DrainListener>& l) {
+  return l;
+}
+template <class T>
+const std::weak_ptr<ConnectionSource::DrainListener>& ListenerOf(
+    const std::pair<const std::weak_ptr<ConnectionSource::DrainListener>, T>&
+        entry) {
+  return entry.first;
+}
 
 bool SameOwner(const std::weak_ptr<ConnectionSource::DrainListener>& a,
                const std::weak_ptr<ConnectionSource::DrainListener>& b) {
@@ -199,6 +222,8 @@ PoolCore::Conn* PoolCore::OpenLocked(std::uint64_t group, Deferred& later) {
   c.id = id;
   c.group = group;
   c.link = driver_->Open(id, g.endpoint);
+  // Opened while its endpoint is under suspicion: an escape.
+  if (g.suspected_until > clock_->Now()) c.escape_at = clock_->Now();
   ++total_opened_;
   NotifyLocked(later, [id, target = g.endpoint.address](ConnectionObserver& o) {
     o.OnConnectionOpened(id, target);
@@ -373,6 +398,7 @@ void PoolCore::SetEndpoints(const std::vector<Endpoint>& endpoints,
       Group& g = groups_[gid];
       g.endpoint = e;
       g.key = k;
+      g.per_call = options_.balancing == EndpointBalancing::kPerCall;
       NotifyLocked(later, [a = e.address](ConnectionObserver& o) {
         o.OnEndpointAdded(a);
       });
@@ -432,6 +458,7 @@ std::vector<EndpointStats> PoolCore::Endpoints() {
     e.connections = connections;
     e.missing = g.member && g.missed > 0;
     e.leaving = !g.member;
+    e.per_call = g.per_call;
     out.push_back(std::move(e));
   }
   return out;
@@ -443,6 +470,8 @@ absl::StatusOr<ConnectionPick> PoolCore::Pick(
   absl::StatusOr<ConnectionPick> result;
   {
     MutexLock lock(&mu_);
+    auto retry = retries_.find(listener);
+    if (retry != retries_.end()) retry->second.pending = false;  // no wait
     if (shut_down_) {
       result = absl::UnavailableError("connection pool shut down");
     } else {
@@ -506,12 +535,16 @@ absl::StatusOr<ConnectionPick> PoolCore::Pick(
            (best_tier == 1 && best->group != left->group))) {
         // Nothing usable but the connection this stream just left (or an
         // endpoint put aside): open another if the group may (a new
-        // connection may reach another backend), else go back there.
+        // connection may reach another backend; not behind a proxy that
+        // balances each call, where it reaches the same ones), else go
+        // back there.
         const std::uint64_t group = left->group;
-        if (GroupCountLocked(group, /*live_only=*/false) <
+        if (!groups_.at(group).per_call &&
+            GroupCountLocked(group, /*live_only=*/false) <
                 static_cast<std::size_t>(options_.max_connections) &&
             now >= groups_.at(group).next_open) {
           best = OpenLocked(group, later);
+          best->escape_at = now;
         } else {
           best = left;
         }
@@ -635,6 +668,29 @@ void PoolCore::ReportUnannouncedEnd(std::uint64_t connection_id,
     // seen leave READY is already draining, one never READY simply failed
     // to connect.
     if (c.state != LinkState::kReady || c.draining) return;
+    if (!report.stalled) {
+      // Behind a proxy that balances each call, one call's end says nothing
+      // about the connection (a stall still may: the connection can hang).
+      if (groups_.at(c.group).per_call ||
+          (report.before_first_message && LearnPerCallLocked(c, later))) {
+        if (report.before_first_message && known) {
+          // Its wait for a usable connection ends at once (see
+          // NotifyWhenAvailable), unless it had that often within the
+          // window already: then the service behind the proxy may be down,
+          // and the stream's backoff paces it.
+          Retry& r = retries_[stream];
+          r.group = c.group;
+          const absl::Time now = clock_->Now();
+          if (now - r.window_start >= options_.suspect_end_window) {
+            r.window_start = now;
+            r.fast = 0;
+          }
+          r.pending = r.fast < kFastRetriesPerWindow;
+          PruneLocked(retries_, prune_retries_at_);
+        }
+        return;
+      }
+    }
     if (!WeighLocked(c, report, stream, known)) return;
     if (c.suspect) {
       ArmProbationLocked(c);  // new evidence: probation starts over
@@ -709,6 +765,63 @@ void PoolCore::MarkSuspectLocked(Conn& c, const absl::Status& status,
   ReplaceIfNeededLocked(group, later);
 }
 
+bool PoolCore::LearnPerCallLocked(Conn& c, Deferred& later) {
+  if (options_.balancing != EndpointBalancing::kDetect || c.escape_refused ||
+      c.escape_at == absl::InfinitePast()) {
+    return false;
+  }
+  const absl::Time now = clock_->Now();
+  // Within one probation of the escape (InfiniteDuration: always).
+  if (now - c.escape_at >= options_.suspect_probation) return false;
+  c.escape_refused = true;
+  Group& g = groups_.at(c.group);
+  if (now - g.escapes_refused_since >= options_.suspect_probation) {
+    g.escapes_refused = 0;  // an earlier episode
+  }
+  if (g.escapes_refused == 0) g.escapes_refused_since = now;
+  ++g.escapes_refused;
+  // Streams still running on an older connection of the endpoint outlived
+  // the evidence this connection escaped from: a server going away ends
+  // every stream of its connection, a proxy only those it sent there.
+  std::size_t outlived = 0;
+  for (const auto& entry : conns_) {
+    const Conn& old = entry.second;
+    if (old.group == c.group && old.id < c.id && !old.draining &&
+        old.state == LinkState::kReady) {
+      outlived += old.picks;
+    }
+  }
+  if (outlived == 0 && g.escapes_refused < kEscapesRefusedForPerCall) {
+    return false;
+  }
+  // The endpoint sends each call wherever it balances it.
+  g.per_call = true;
+  g.suspected_until = absl::InfinitePast();
+  const std::string why =
+      outlived != 0
+          ? absl::StrCat("a call was refused on a connection opened to get "
+                         "away from refusals or ends, while ",
+                         outlived,
+                         " streams ran on through the endpoint's older "
+                         "connections")
+          : absl::StrCat("calls were refused on ", g.escapes_refused,
+                         " connections opened to get away from refusals or "
+                         "ends");
+  NotifyLocked(later, [a = g.endpoint.address, why](ConnectionObserver& o) {
+    o.OnEndpointBalancesCalls(a, why);
+  });
+  std::vector<std::uint64_t> suspects;
+  for (const auto& entry : conns_) {
+    const Conn& other = entry.second;
+    if (other.group == c.group && other.suspect && !other.draining) {
+      suspects.push_back(other.id);
+    }
+  }
+  for (std::uint64_t id : suspects) RestoreLocked(conns_.at(id), later);
+  SweepAvailabilityLocked(later);
+  return true;
+}
+
 void PoolCore::ArmProbationLocked(Conn& c) {
   if (c.probation_timer != 0) clock_->Cancel(c.probation_timer);
   c.probation_timer = 0;
@@ -734,29 +847,61 @@ void PoolCore::OnProbationTimer(std::uint64_t id,
     if (*cell == 0 || c.probation_timer != *cell) return;
     c.probation_timer = 0;
     if (!c.suspect || c.draining || c.state != LinkState::kReady) return;
-    c.suspect = false;
-    c.ends.clear();
-    ++restored_;
     groups_.at(c.group).suspected_until = absl::InfinitePast();
-    NoteUsabilityLocked(c);
-    NotifyLocked(later, [id](ConnectionObserver& o) {
-      o.OnConnectionRestored(id);
-    });
-    MaybeRetireOrArmLocked(c, later);  // arms the idle timer if unpicked
+    RestoreLocked(c, later);
     SweepAvailabilityLocked(later);
   }
 }
 
+void PoolCore::RestoreLocked(Conn& c, Deferred& later) {
+  if (c.probation_timer != 0) clock_->Cancel(c.probation_timer);
+  c.probation_timer = 0;
+  c.suspect = false;
+  c.ends.clear();
+  ++restored_;
+  NoteUsabilityLocked(c);
+  const std::uint64_t id = c.id;
+  NotifyLocked(later, [id](ConnectionObserver& o) {
+    o.OnConnectionRestored(id);
+  });
+  MaybeRetireOrArmLocked(c, later);  // arms the idle timer if unpicked
+}
+
 void PoolCore::NotifyWhenAvailable(std::weak_ptr<DrainListener> listener) {
-  MutexLock lock(&mu_);
-  if (shut_down_) return;
-  waiters_.insert(std::move(listener));
-  if (waiters_.size() >= prune_waiters_at_) {
-    for (auto it = waiters_.begin(); it != waiters_.end();) {
-      it = it->expired() ? waiters_.erase(it) : std::next(it);
+  std::shared_ptr<DrainListener> now;
+  {
+    MutexLock lock(&mu_);
+    if (shut_down_) return;
+    auto refused = retries_.find(listener);
+    if (refused != retries_.end() && refused->second.pending) {
+      Retry& r = refused->second;
+      r.pending = false;
+      // Refused behind a proxy that balances each call: while its
+      // connections are as usable as before, the next call may reach
+      // another server. The stream retries after its `recovery_jitter`.
+      for (const auto& entry : conns_) {
+        if (entry.second.group == r.group && UsableLocked(entry.second)) {
+          ++r.fast;
+          now = listener.lock();
+          break;
+        }
+      }
     }
-    prune_waiters_at_ = std::max<std::size_t>(64, 2 * waiters_.size());
+    if (now == nullptr) {
+      waiters_.insert(std::move(listener));
+      PruneLocked(waiters_, prune_waiters_at_);
+    }
   }
+  if (now != nullptr) now->OnConnectionAvailable();
+}
+
+template <class Set>
+void PoolCore::PruneLocked(Set& set, std::size_t& at) {
+  if (set.size() < at) return;
+  for (auto it = set.begin(); it != set.end();) {
+    it = ListenerOf(*it).expired() ? set.erase(it) : std::next(it);
+  }
+  at = std::max<std::size_t>(64, 2 * set.size());
 }
 
 bool PoolCore::UsableLocked(const Conn& c) const {
@@ -997,6 +1142,7 @@ void PoolCore::Shutdown() {
       g.probe_timer = 0;
     }
     waiters_.clear();
+    retries_.clear();
     std::vector<std::uint64_t> ids;
     for (const auto& entry : conns_) ids.push_back(entry.first);
     for (std::uint64_t id : ids) RetireLocked(id, later);

@@ -223,6 +223,12 @@ class PoolCore final : public ConnectionSource,
     // Since when the connection has been usable; InfiniteFuture when not.
     absl::Time usable_since = absl::InfiniteFuture();
     std::deque<EndMark> ends;  // recent weak evidence, oldest first
+    // When it was opened to get away from evidence against its group's
+    // other connections (while the group is under suspicion, or for a
+    // stream leaving the connection it just lost); InfinitePast otherwise.
+    absl::Time escape_at = absl::InfinitePast();
+    // A call was refused on it while it counted as an escape (once).
+    bool escape_refused = false;
     bool Live() const { return !draining && !suspect; }
   };
   // One endpoint (the target, one address, or one address of the set), with
@@ -246,6 +252,12 @@ class PoolCore final : public ConnectionSource,
     Clock::TimerId probe_timer = 0;
     // Whether the group had a usable connection at the last sweep.
     bool available = false;
+    // It balances each call (EndpointBalancing::kPerCall, set or learned):
+    // streams' ends are no evidence about its connections.
+    bool per_call = false;
+    // Escape connections refused a call (kDetect), and since when.
+    int escapes_refused = 0;
+    absl::Time escapes_refused_since = absl::InfinitePast();
   };
   using Waiters = std::set<std::weak_ptr<DrainListener>,
                            std::owner_less<std::weak_ptr<DrainListener>>>;
@@ -284,6 +296,20 @@ class PoolCore final : public ConnectionSource,
   void MarkSuspectLocked(Conn& c, const absl::Status& status, Deferred& later)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ArmProbationLocked(Conn& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Suspect `c` takes picks again (probation served, or the evidence
+  // turned out to say nothing about it).
+  void RestoreLocked(Conn& c, Deferred& later)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // kDetect: weighs a call refused on `c` (ended before its first message).
+  // True when it shows that `c`'s endpoint balances each call (escapes did
+  // not help); the endpoint is then per call and its suspects restored.
+  bool LearnPerCallLocked(Conn& c, Deferred& later)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Drops expired listeners from `set` (a listener set or map) once it
+  // holds `at` of them, and sets the next threshold.
+  template <class Set>
+  void PruneLocked(Set& set, std::size_t& at)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnProbationTimer(std::uint64_t id,
                         const std::shared_ptr<Clock::TimerId>& cell);
   // Weighs one report; true when it makes (or keeps) `c` suspect.
@@ -348,6 +374,20 @@ class PoolCore final : public ConnectionSource,
   // Registered by NotifyWhenAvailable; told once at the next transition.
   Waiters waiters_ ABSL_GUARDED_BY(mu_);
   std::size_t prune_waiters_at_ ABSL_GUARDED_BY(mu_) = 64;
+  // Streams whose call was refused on a per-call endpoint. A pending one's
+  // next NotifyWhenAvailable is answered at once while its group has a
+  // usable connection (a fast retry); a Pick clears `pending`. A stream
+  // gets a few fast retries per `suspect_end_window`.
+  struct Retry {
+    std::uint64_t group = 0;
+    bool pending = false;
+    absl::Time window_start = absl::InfinitePast();
+    int fast = 0;  // fast retries since window_start
+  };
+  std::map<std::weak_ptr<DrainListener>, Retry,
+           std::owner_less<std::weak_ptr<DrainListener>>>
+      retries_ ABSL_GUARDED_BY(mu_);
+  std::size_t prune_retries_at_ ABSL_GUARDED_BY(mu_) = 64;
   std::mt19937_64 rng_ ABSL_GUARDED_BY(mu_);  // probe jitter
 };
 

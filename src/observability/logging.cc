@@ -491,6 +491,14 @@ void LoggingObserver::OnEndpointsError(const absl::Status& status) {
                       StatusText(status)));
 }
 
+void LoggingObserver::OnEndpointBalancesCalls(absl::string_view address,
+                                              absl::string_view why) {
+  Log(LogEvent::kConnection, LogSeverity::kInfo,
+      absl::StrFormat("endpoint %s balances each call (an L7 proxy): %s; "
+                      "stream ends no longer make its connections suspect",
+                      address, why));
+}
+
 void LoggingObserver::OnStateChange(absl::string_view breaker,
                                     BreakerState from, BreakerState to,
                                     const BreakerCounts& counts) {

@@ -691,6 +691,10 @@ class ConnectionFanOut final : public ConnectionObserver {
   void OnEndpointsError(const absl::Status& s) override {
     for (auto& o : v_) o->OnEndpointsError(s);
   }
+  void OnEndpointBalancesCalls(absl::string_view a,
+                               absl::string_view w) override {
+    for (auto& o : v_) o->OnEndpointBalancesCalls(a, w);
+  }
 
  private:
   const std::vector<std::shared_ptr<ConnectionObserver>> v_;

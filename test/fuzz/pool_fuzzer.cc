@@ -8,8 +8,9 @@
 // to a stream or not), availability registrations and clock advances
 // (which run probe, probation and idle timers). Listeners react to drain
 // notices by releasing and picking again from inside the notice, as streams
-// do. After every step the harness checks the pool's contract (see `Check`,
-// `DoPick`, and the observer and driver checks).
+// do. The options (endpoints, health checks, probation, balancing) come from
+// the first bytes. After every step the harness checks the pool's contract
+// (see `Check`, `DoPick`, and the observer and driver checks).
 //
 // Single-threaded and deterministic.
 #include <cstddef>
@@ -171,6 +172,7 @@ class Harness {
     o.suspect_after_ends = 1 + in_.Byte() % 3;
     o.suspect_probation =
         (b & 8) ? absl::InfiniteDuration() : absl::Seconds(1 + in_.Byte() % 60);
+    o.balancing = static_cast<EndpointBalancing>((b >> 4) % 3);
     o.clock = clock_;
     o.observer = events_;
     if (!Validate(o).ok()) Fail(Validate(o).ToString());

@@ -24,6 +24,7 @@
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "support/child_process.h"
 
 namespace tether {
 namespace support {
@@ -37,16 +38,8 @@ constexpr absl::Duration kQuiet = absl::Milliseconds(200);
 
 // A raw client socket connected to 127.0.0.1:port, or -1.
 int ConnectTo(int port) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr;
-  std::memset(&addr, 0, sizeof(addr));
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<std::uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    close(fd);
-    return -1;
-  }
+  const int fd = support::ConnectLoopback(port);
+  if (fd < 0) return -1;
   timeval tv{10, 0};  // Reads never hang the test.
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
   return fd;

@@ -218,11 +218,14 @@ struct Streams {
   explicit Streams(int n) : fleet(n) {}
   ~Streams() { streams.clear(); }  // no callback after this
 
-  void StartAll(const std::shared_ptr<ConnectionPool>& pool) {
+  // `options` makes each stream's options around its attempt log.
+  void StartAll(const std::shared_ptr<ConnectionPool>& pool,
+                const std::function<ReconnectingStreamOptions(
+                    std::shared_ptr<StreamObserver>)>& options = FastOptions) {
     for (int i = 0; i < fleet.size(); ++i) {
       logs.push_back(std::make_shared<AttemptLog>());
       auto s = SeqStream::Start(pool, WatchSpec(absl::StrCat("k", i)),
-                                FastOptions(logs.back()), fleet.MessageFn(i),
+                                options(logs.back()), fleet.MessageFn(i),
                                 fleet.DoneFn(i));
       ASSERT_TRUE(s.ok()) << s.status();
       streams.push_back(*std::move(s));

@@ -1,11 +1,6 @@
 // Copyright 2026 The tether Authors. Licensed under the Apache License 2.0.
 #include "test/integration/server/feed_server.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
@@ -431,27 +426,6 @@ void FeedServer::ReleaseStuck() {
     }
   }
   for (Ticked* t : finish) t->DoFinish();
-}
-
-int ConnectLoopback(int port) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return -1;
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<std::uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    close(fd);
-    return -1;
-  }
-  return fd;
-}
-
-bool AcceptsConnections(int port) {
-  const int fd = ConnectLoopback(port);
-  if (fd < 0) return false;
-  close(fd);
-  return true;
 }
 
 int FeedServer::CallsStartedSince(absl::Time t) const {

@@ -16,6 +16,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "grpcpp/security/server_credentials.h"
+#include "support/child_process.h"
 #include "tether/logging.h"
 #include "tether/server/drain_controller.h"
 
@@ -47,10 +48,8 @@ struct FeedServerOptions {
   std::shared_ptr<grpc::ServerCredentials> credentials;
 };
 
-// A TCP connection to 127.0.0.1:`port`: its socket, or -1 when refused.
-int ConnectLoopback(int port);
-// True when something accepts a TCP connection on 127.0.0.1:`port`.
-bool AcceptsConnections(int port);
+using support::AcceptsConnections;
+using support::ConnectLoopback;
 
 // Drops a drain's log lines (tests read its observer and report).
 class QuietSink final : public LogSink {

@@ -35,6 +35,7 @@
 #include "gtest/gtest.h"
 #include "test/integration/server/feed_clients.h"
 #include "test/integration/server/feed_server.h"
+#include "test/support/l7_proxy.h"
 #include "tether/circuit_breaker.h"
 #include "tether/classification.h"
 #include "tether/connection_pool.h"
@@ -51,166 +52,6 @@ using feed::kWait;
 using feed::Log;
 using feed::PoolLog;
 using ::tether::server::DrainReport;
-
-// A port nothing listens on now (the OS's pick, released at once).
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
-
-// One proxy process, its config and logs in a temporary directory; killed
-// and reaped by the destructor.
-class Proxy {
- public:
-  // `kind`: "nginx" or "haproxy". Forwards 127.0.0.1:port() to `backends`.
-  // `timeouts`: the proxy's read and idle timeouts.
-  Proxy(const std::string& kind, const std::vector<int>& backends,
-        absl::Duration timeouts)
-      : kind_(kind), port_(FreePort()) {
-    const std::string t =
-        absl::StrCat(absl::ToInt64Milliseconds(timeouts), "ms");
-    char tmpl[] = "/tmp/tether-proxy-XXXXXX";
-    dir_ = mkdtemp(tmpl);
-    std::vector<std::string> argv;
-    if (kind == "nginx") {
-      std::string servers;
-      for (int b : backends) {
-        servers += absl::StrCat("    server 127.0.0.1:", b, ";\n");
-      }
-      WriteFile(
-          "nginx.conf",
-          absl::StrCat("daemon off;\nmaster_process off;\nworker_processes 1;\n"
-                       "pid ",
-                       dir_, "/nginx.pid;\nerror_log ", dir_,
-                       "/error.log warn;\nevents { worker_connections 1024; }\n"
-                       "http {\n  access_log off;\n"
-                       "  client_body_temp_path ",
-                       dir_,
-                       "/body;\n"
-                       "  proxy_temp_path ",
-                       dir_,
-                       "/proxy;\n"
-                       "  fastcgi_temp_path ",
-                       dir_,
-                       "/fastcgi;\n"
-                       "  uwsgi_temp_path ",
-                       dir_,
-                       "/uwsgi;\n"
-                       "  scgi_temp_path ",
-                       dir_,
-                       "/scgi;\n"
-                       "  upstream backends {\n",
-                       servers,
-                       "    keepalive 16;\n  }\n"
-                       "  server {\n    listen 127.0.0.1:",
-                       port_,
-                       " http2;\n"
-                       "    location / {\n"
-                       "      grpc_pass grpc://backends;\n"
-                       "      grpc_read_timeout ",
-                       t,
-                       ";\n"
-                       "      grpc_send_timeout ",
-                       t,
-                       ";\n"
-                       "      client_body_timeout ",
-                       t,
-                       ";\n"
-                       "    }\n  }\n}\n"));
-      argv = {"/usr/sbin/nginx",
-              "-p",
-              dir_,
-              "-e",
-              absl::StrCat(dir_, "/error.log"),
-              "-c",
-              absl::StrCat(dir_, "/nginx.conf")};
-    } else {
-      std::string servers;
-      for (std::size_t i = 0; i < backends.size(); ++i) {
-        servers += absl::StrCat("  server s", i, " 127.0.0.1:", backends[i],
-                                " proto h2 check inter 1s\n");
-      }
-      WriteFile("haproxy.cfg",
-                absl::StrCat("global\n  maxconn 1000\n"
-                             "defaults\n  mode http\n  timeout connect 5s\n"
-                             "  timeout client ",
-                             t, "\n  timeout server ", t,
-                             "\n"
-                             "frontend fe\n  bind 127.0.0.1:",
-                             port_,
-                             " proto h2\n  default_backend be\n"
-                             "backend be\n  balance roundrobin\n"
-                             // A refused connect is retried on the other
-                             // server, as nginx's grpc_next_upstream does
-                             // by default.
-                             "  retries 3\n  option redispatch 1\n"
-                             "  retry-on conn-failure\n",
-                             servers));
-      argv = {"/usr/sbin/haproxy", "-db", "-f",
-              absl::StrCat(dir_, "/haproxy.cfg")};
-    }
-    pid_ = fork();
-    if (pid_ == 0) {
-      const std::string log = absl::StrCat(dir_, "/stdout.log");
-      FILE* out = std::freopen(log.c_str(), "w", stdout);
-      FILE* err = std::freopen(log.c_str(), "a", stderr);
-      (void)out;
-      (void)err;
-      std::vector<char*> args;
-      for (std::string& a : argv) args.push_back(a.data());
-      args.push_back(nullptr);
-      execv(args[0], args.data());
-      _exit(127);
-    }
-  }
-  ~Proxy() {
-    if (pid_ > 0) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-    std::string rm = absl::StrCat("rm -rf ", dir_);
-    if (std::system(rm.c_str()) != 0) {
-      std::fprintf(stderr, "could not remove %s\n", dir_.c_str());
-    }
-  }
-
-  // Waits until the proxy accepts connections (or exited).
-  bool WaitListening() {
-    const absl::Time until = absl::Now() + kWait;
-    while (absl::Now() < until) {
-      if (AcceptsConnections(port_)) return true;
-      if (waitpid(pid_, nullptr, WNOHANG) == pid_) {
-        pid_ = -1;
-        return false;
-      }
-      // Polling a port: there is no event to wait on.
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    return false;
-  }
-  std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
-  std::string log() const {
-    std::ifstream in(absl::StrCat(dir_, "/stdout.log"));
-    return std::string(std::istreambuf_iterator<char>(in), {});
-  }
-
- private:
-  void WriteFile(const std::string& name, const std::string& text) {
-    std::ofstream(absl::StrCat(dir_, "/", name)) << text;
-  }
-
-  const std::string kind_;
-  const int port_;
-  std::string dir_;
-  pid_t pid_ = -1;
-};
 
 // How the leaving server's side and the client handle the drain.
 enum class Side {
@@ -312,19 +153,21 @@ Figures RunDrain(const Setup& setup) {
   FeedServer b(bo);
   EXPECT_TRUE(a.Start().ok());
   EXPECT_TRUE(b.Start().ok());
-  std::unique_ptr<Proxy> proxy;
+  std::unique_ptr<testsupport::L7Proxy> proxy;
   auto log = std::make_shared<Log>();
   ConnectionPoolOptions po;
   if (setup.proxy.empty()) {
     po.addresses = {a.address(), b.address()};
   } else {
-    proxy = std::make_unique<Proxy>(setup.proxy,
-                                    std::vector<int>{a.port(), b.port()},
-                                    setup.proxy_timeouts);
-    if (!proxy->WaitListening()) {
-      ADD_FAILURE() << proxy->log();
+    auto started = testsupport::L7Proxy::Start(
+        setup.proxy == "nginx" ? testsupport::L7Proxy::Kind::kNginx
+                               : testsupport::L7Proxy::Kind::kHaproxy,
+        {a.port(), b.port()}, setup.proxy_timeouts);
+    if (!started.ok()) {
+      ADD_FAILURE() << started.status();
       return f;
     }
+    proxy = *std::move(started);
     po.target = proxy->address();
   }
   po.observer = std::make_shared<PoolLog>(log);

@@ -50,8 +50,7 @@ template <class Service, class Async, class Request, class Response>
 std::function<void(const std::shared_ptr<grpc::Channel>&, grpc::ClientContext*,
                    const Request*, Response*,
                    std::function<void(grpc::Status)>)>
-StartWith(void (Async::*method)(grpc::ClientContext*, const Request*,
-                                Response*,
+StartWith(void (Async::*method)(grpc::ClientContext*, const Request*, Response*,
                                 std::function<void(grpc::Status)>)) {
   return [method](const std::shared_ptr<grpc::Channel>& channel,
                   grpc::ClientContext* context, const Request* request,
@@ -79,18 +78,19 @@ StartWith(void (Async::*method)(grpc::ClientContext*,
 }
 
 // A `StreamSpec::sequence_of` that reads an unsigned field through its
-// generated getter (`&Event::seq`). 0, proto3's value for an unset field,
-// means "no sequence number" (the stream ends with INTERNAL, as for any
-// message without one). For a field where 0 is a real position, use a lambda
-// instead: `[](const Event& e) { return e.seq(); }` (any callable returning
-// something convertible to `absl::optional<std::uint64_t>` is accepted).
+// generated getter (`&Event::seq`), as `[](const Event& e) { return e.seq();
+// }` does. Every value is a position, 0 included: many protocols number
+// from 0 (offsets, revisions of a fresh store), and a stream resumes after
+// it like after any other. A server that leaves the field unset sends 0: on
+// a stream already past 0 that message is dropped as a duplicate (the
+// observer hears `OnDuplicateDropped`). Where 0 means "no sequence number"
+// (the stream then ends with INTERNAL, a server bug), return nullopt for it
+// in a lambda instead.
 template <class Message, class Field>
 std::function<absl::optional<std::uint64_t>(const Message&)> SequenceFrom(
     Field (Message::*getter)() const) {
   return [getter](const Message& m) -> absl::optional<std::uint64_t> {
-    const auto value = (m.*getter)();
-    if (value == 0) return absl::nullopt;
-    return static_cast<std::uint64_t>(value);
+    return static_cast<std::uint64_t>((m.*getter)());
   };
 }
 

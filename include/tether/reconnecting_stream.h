@@ -50,7 +50,7 @@ struct StreamSpec {
   // Any callable returning something convertible to
   // `absl::optional<std::uint64_t>` fits: `[](const Event& e) { return
   // e.seq(); }` needs no explicit return type; `tether::SequenceFrom(
-  // &Event::seq)` also treats 0 (proto3's unset) as none.
+  // &Event::seq)` reads a getter, 0 included as a position.
   // Leave empty for streams without sequence numbers: every reopen then
   // sends `request` unchanged and every message is delivered.
   std::function<absl::optional<std::uint64_t>(const Response&)> sequence_of;

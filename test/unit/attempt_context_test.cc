@@ -262,12 +262,45 @@ struct ProtoLike {
   std::uint64_t seq_ = 0;
 };
 
-TEST(SequenceFromTest, ReadsTheGetterAndTreatsZeroAsNone) {
+TEST(SequenceFromTest, ReadsTheGetterZeroIncluded) {
   auto seq = SequenceFrom(&ProtoLike::seq);
   EXPECT_EQ(seq(ProtoLike{7}), absl::optional<std::uint64_t>(7));
-  EXPECT_EQ(seq(ProtoLike{0}), absl::nullopt);
+  EXPECT_EQ(seq(ProtoLike{0}), absl::optional<std::uint64_t>(0));
   EXPECT_EQ(seq(ProtoLike{~std::uint64_t{0}}),
             absl::optional<std::uint64_t>(~std::uint64_t{0}));
+}
+
+// A stream numbered from 0: 0 is delivered as the first position, a reopen
+// resumes after it, and the server's replay of 0 is a duplicate.
+TEST(SequenceFromTest, AStreamNumberedFromZeroResumesAfterZero) {
+  auto clock = std::make_shared<fakes::FakeClock>();
+  auto source = std::make_shared<fakes::FakeConnectionSource>();
+  auto transport =
+      std::make_shared<fakes::FakeTransport<Req, ProtoLike>>(source, clock);
+  transport->Expect({{ProtoLike{0}}, {}, absl::UnavailableError("gone")});
+  transport->Expect({{ProtoLike{0}, ProtoLike{1}}, {}, absl::OkStatus()});
+  ReconnectingStream<Req, ProtoLike>::Spec spec;
+  spec.attempt_factory = transport;
+  spec.sequence_of = SequenceFrom(&ProtoLike::seq);
+  spec.resume_after = [](Req& r, std::uint64_t after) { r.after = after; };
+  ReconnectingStreamOptions options;
+  options.clock = clock;
+  options.random_seed = 7;
+  std::vector<std::uint64_t> got;
+  absl::optional<absl::Status> done;
+  auto stream = ReconnectingStream<Req, ProtoLike>::Start(
+      source, std::move(spec), options,
+      [&](ProtoLike&& e) { got.push_back(e.seq()); },
+      [&](const absl::Status& s) { done = s; });
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  clock->AdvanceBy(absl::Seconds(1));
+  ASSERT_EQ(transport->attempt_count(), 2u);
+  EXPECT_EQ(transport->attempt(1)->request().after, 0u);
+  EXPECT_TRUE(transport->infos()[1].resumed);
+  EXPECT_THAT(got, ElementsAre(0, 1));
+  ASSERT_TRUE(done.has_value());
+  EXPECT_TRUE(done->ok()) << *done;
+  EXPECT_EQ((*stream)->stats().duplicates_dropped, 1u);
 }
 
 }  // namespace

@@ -886,6 +886,9 @@ void PoolCore::NotifyWhenAvailable(std::weak_ptr<DrainListener> listener) {
           break;
         }
       }
+      // Told now, once: a wait it registered before (still in waiters_)
+      // ends with this notice too, not with a second one at the next sweep.
+      if (now != nullptr) waiters_.erase(listener);
     }
     if (now == nullptr) {
       waiters_.insert(std::move(listener));

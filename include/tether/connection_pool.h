@@ -191,8 +191,11 @@ struct ConnectionPoolOptions {
   bool keepalive_permit_without_calls = false;
 
   // Watch grpc.health.v1.Health/Watch on each connection once READY; a
-  // NOT_SERVING answer makes the connection draining, like a GOAWAY. A
-  // server without the health service (UNIMPLEMENTED) counts as serving.
+  // NOT_SERVING answer makes the connection draining, like a GOAWAY. While
+  // nothing needs a connection (no pick held, no stream waiting), a
+  // NOT_SERVING connection is kept instead, and usable again when its watch
+  // says SERVING; the next pick or wait drains and replaces it. A server
+  // without the health service (UNIMPLEMENTED) counts as serving.
   // Default false.
   bool health_check = false;
   // The service name sent in the health request. Default "" (the server).

@@ -475,6 +475,7 @@ absl::StatusOr<ConnectionPick> PoolCore::Pick(
     if (shut_down_) {
       result = absl::UnavailableError("connection pool shut down");
     } else {
+      ResumeUnreadyLocked(later);
       EnsureGroupsLocked(later);
       Conn* best = nullptr;
       int best_rank = 0;
@@ -869,6 +870,7 @@ void PoolCore::RestoreLocked(Conn& c, Deferred& later) {
 
 void PoolCore::NotifyWhenAvailable(std::weak_ptr<DrainListener> listener) {
   std::shared_ptr<DrainListener> now;
+  Deferred later;  // run after the lock is released
   {
     MutexLock lock(&mu_);
     if (shut_down_) return;
@@ -891,10 +893,12 @@ void PoolCore::NotifyWhenAvailable(std::weak_ptr<DrainListener> listener) {
       if (now != nullptr) waiters_.erase(listener);
     }
     if (now == nullptr) {
+      ResumeUnreadyLocked(later);
       waiters_.insert(std::move(listener));
       PruneLocked(waiters_, prune_waiters_at_);
     }
   }
+  later.Run();
   if (now != nullptr) now->OnConnectionAvailable();
 }
 
@@ -952,6 +956,21 @@ void PoolCore::SweepAvailabilityLocked(Deferred& later) {
         if (auto l = weak.lock()) l->OnConnectionAvailable();
       }
     });
+  }
+}
+
+void PoolCore::ResumeUnreadyLocked(Deferred& later) {
+  std::vector<std::uint64_t> unready;
+  for (const auto& [id, c] : conns_) {
+    if (c.unready && !c.draining) unready.push_back(id);
+  }
+  if (unready.empty()) return;
+  RefreshLocked(later);
+  for (std::uint64_t id : unready) {
+    auto it = conns_.find(id);  // draining one may retire another
+    if (it == conns_.end()) continue;
+    it->second.unready = false;
+    MarkDrainingLocked(it->second, "health check reports NOT_SERVING", later);
   }
 }
 
@@ -1090,6 +1109,13 @@ void PoolCore::OnLinkHealth(std::uint64_t connection_id, bool serving) {
     Conn& c = it->second;
     c.serving = serving;
     if (serving) {
+      c.unready = false;
+      NoteUsabilityLocked(c);
+    } else if (!c.draining && c.picks == 0 && waiters_.empty()) {
+      // Nobody needs a connection: replacing this one would open
+      // connection after connection to a server that says NOT_SERVING,
+      // for nothing. Its health watch says when it serves again.
+      c.unready = true;
       NoteUsabilityLocked(c);
     } else if (!c.draining) {
       RefreshLocked(later);
@@ -1116,7 +1142,7 @@ ConnectionPoolStats PoolCore::Stats() {
       ++s.draining;
     } else if (c.suspect) {
       ++s.suspect;
-    } else if (c.state == LinkState::kReady) {
+    } else if (c.state == LinkState::kReady && !c.unready) {
       ++s.ready;
     }
   }

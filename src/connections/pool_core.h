@@ -216,6 +216,10 @@ class PoolCore final : public ConnectionSource,
     bool draining = false;
     bool suspect = false;
     bool serving = false;  // a health watch said SERVING (health_check only)
+    // It turned NOT_SERVING while nothing needed a connection: kept rather
+    // than replaced, since its health watch says when it serves again. The
+    // next pick or wait drains it, and replacement resumes.
+    bool unready = false;
     Holders holders;
     std::size_t picks = 0;  // picks held, over all holders
     Clock::TimerId idle_timer = 0;
@@ -285,6 +289,9 @@ class PoolCore final : public ConnectionSource,
   absl::Duration ProbeDelayLocked(int opens) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MarkDrainingLocked(Conn& c, std::string why, Deferred& later)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Someone needs a connection: the connections kept while NOT_SERVING
+  // (`Conn::unready`) drain now, so that they are replaced.
+  void ResumeUnreadyLocked(Deferred& later) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Takes group `g` out of the set: drains its connections, stops probing.
   void RemoveGroupLocked(std::uint64_t g, const std::string& why,
                          Deferred& later) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -906,11 +906,43 @@ void ExpectProbePace(const std::vector<int>& per_second) {
   }
 }
 
-TEST_F(PoolCoreTest, NotServingWithNoStreamsOpensAtTheProbePace) {
+TEST_F(PoolCoreTest, AnIdlePoolKeepsANotServingConnectionUntilItIsNeeded) {
+  ConnectionPoolOptions o;
+  o.target = "svc:1";
+  o.health_check = true;
+  o.idle_timeout = absl::InfiniteDuration();
+  Make(std::move(o));
+  std::uint64_t handled = 0;
+  auto react = [&](std::uint64_t id) {
+    core_->OnLinkState(id, LinkState::kReady);
+    core_->OnLinkHealth(id, /*serving=*/false);
+  };
+  // No stream, no caller: the connection stays, its health watch open.
+  RunSimulated(this, 10, &handled, react);
+  EXPECT_EQ(driver_.opened(), 1u);
+  EXPECT_TRUE(core_->IsOpen(1));
+  EXPECT_EQ(core_->Stats().ready, 0u);
+  // It serves again: usable at once, nothing opened.
+  core_->OnLinkHealth(1, /*serving=*/true);
+  auto l = std::make_shared<Listener>();
+  EXPECT_EQ(MustPick(l), 1u);
+  core_->Release(1, l);
+  // NOT_SERVING again, then someone needs a connection: it drains and a
+  // replacement is opened for the pick, as with streams on it.
+  core_->OnLinkHealth(1, /*serving=*/false);
+  EXPECT_EQ(driver_.opened(), 1u);
+  EXPECT_EQ(MustPick(l), 2u);
+  EXPECT_EQ(driver_.opened(), 2u);
+  EXPECT_FALSE(core_->IsOpen(1));
+}
+
+TEST_F(PoolCoreTest, NotServingWithAStreamWaitingOpensAtTheProbePace) {
   ConnectionPoolOptions o;
   o.target = "svc:1";
   o.health_check = true;
   Make(std::move(o));
+  auto waiter = std::make_shared<Listener>();
+  core_->NotifyWhenAvailable(waiter);
   std::uint64_t handled = 0;
   auto per_second = RunSimulated(this, 10, &handled, [&](std::uint64_t id) {
     core_->OnLinkState(id, LinkState::kReady);

@@ -23,6 +23,11 @@ EtcdWriter::~EtcdWriter() {
 
 void EtcdWriter::Start() { thread_ = std::thread([this] { Run(); }); }
 
+void EtcdWriter::Stop() {
+  absl::MutexLock lock(&mu_);
+  stopping_ = true;
+}
+
 absl::Status EtcdWriter::Join() {
   if (thread_.joinable()) thread_.join();
   absl::MutexLock lock(&mu_);
@@ -46,6 +51,10 @@ bool EtcdWriter::WaitForWritten(int n, absl::Duration timeout) const {
 void EtcdWriter::Run() {
   absl::Status status;
   for (int i = 0; i < count_; ++i) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopping_) break;
+    }
     std::string key = absl::StrFormat("%sk%05d", prefix_, i);
     auto put = client_->PutIfAbsent(key, absl::StrFormat("%d", i),
                                     absl::Now() + put_timeout_);

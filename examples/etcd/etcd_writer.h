@@ -27,10 +27,11 @@ struct WrittenKey {
   absl::Time acked;           // when the put's answer arrived
 };
 
-// Puts `count` keys "<prefix>k00000", "<prefix>k00001", ... with
-// PutIfAbsent (a put retried after a lost answer is applied once), pausing
-// `interval` between puts. Each put may retry across the endpoints for up
-// to `put_timeout`; a put that still fails stops the writer with that error.
+// Puts `count` keys "<prefix>k00000", "<prefix>k00001", ... (or until
+// `Stop`) with PutIfAbsent (a put retried after a lost answer is applied
+// once), pausing `interval` between puts. Each put may retry across the
+// endpoints for up to `put_timeout`; a put that still fails stops the writer
+// with that error.
 //
 // Thread-safe; the writer runs on its own thread between Start and Join
 // (the destructor joins).
@@ -42,6 +43,9 @@ class EtcdWriter {
   ~EtcdWriter();
 
   void Start();
+  // Puts nothing after the put in flight (if any); `Join` then returns OK
+  // with the puts so far.
+  void Stop();
   // Waits for the last put (or the error); its status.
   absl::Status Join();
 
@@ -64,6 +68,7 @@ class EtcdWriter {
   std::vector<WrittenKey> written_ ABSL_GUARDED_BY(mu_);
   absl::Status status_ ABSL_GUARDED_BY(mu_);
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace etcd

@@ -4,7 +4,7 @@
 // the service under them is rolled out.
 //
 //   rollout_demo [--svg=rollout_demo.svg] [--watches=32] [--quick] [--check]
-//                [--metrics=127.0.0.1:9464] [--log]
+//                [--metrics=127.0.0.1:9464] [--log] [--dns]
 //
 // Three ledger replicas run in this process behind a loopback proxy that
 // routes each new connection like a Kubernetes Service (round robin over the
@@ -20,6 +20,15 @@
 //   4. an outage of every replica at once, then recovery.
 // It prints one row per client and phase and writes an SVG timeline: one
 // lane per watch, coloured by the replica serving it.
+// --dns: no proxy; the replicas listen on their own loopback addresses
+// (127.0.0.11, .12, ... one port), like a headless Service's pods, and a DNS
+// server started here (dnsmasq) lists them under ledger.test. Both clients
+// get dns://127.0.0.1:<dns port>/ledger.test:<port>: tether resolves it
+// itself (one connection per address, following the records), the naive
+// client hands it to gRPC. A restart adds the new replica's record, then
+// removes the old one's and stops it. There is no abrupt phase then (only
+// the proxy can cut connections without a GOAWAY); the outage removes
+// every record and stops every replica at once.
 // --quick: 8 + 8 watches and shorter drains (the smoke test). --check: exit
 // non-zero unless tether lost, repeated, corrupted nothing and saw no error,
 // and the SVG parses. --metrics=HOST:PORT serves tether's metrics (the tether
@@ -47,6 +56,7 @@
 #include "examples/common/ledger_watchers.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
+#include "support/dns_server.h"
 #include "support/fault_proxy.h"
 #include "support/figures.h"
 #include "support/tls_certs.h"
@@ -55,6 +65,7 @@
 #include "tether/connection_pool.h"
 #include "tether/logging.h"
 #include "tether/metrics.h"
+#include "tether/resolved_endpoints.h"
 #if TETHER_DEMO_PROMETHEUS
 #include "prometheus/exposer.h"
 #include "prometheus/registry.h"
@@ -75,6 +86,9 @@ ABSL_FLAG(std::string, metrics, "",
           "127.0.0.1:9464; port 0 picks one); empty: off");
 ABSL_FLAG(bool, log, false,
           "log tether's stream, pool and breaker events to stderr");
+ABSL_FLAG(bool, dns, false,
+          "replicas on their own loopback addresses behind a DNS name "
+          "(dnsmasq) instead of a proxy");
 
 namespace ex = ::tether::examples;
 
@@ -99,6 +113,88 @@ struct Client {
 };
 
 using tether::support::Percentile;
+
+// How the clients find the replicas, like a Kubernetes Service: a proxy that
+// routes each new connection to one of them, or a DNS name that lists each
+// replica's own address (a headless Service).
+class Service {
+ public:
+  virtual ~Service() = default;
+  // What a new replica listens on.
+  virtual std::string NextListen() = 0;
+  // The replica at `address` joins, or leaves (new connections and lookups
+  // stop finding it; existing connections stay).
+  virtual absl::Status Add(const std::string& address) = 0;
+  virtual absl::Status Remove(const std::string& address) = 0;
+  // Cuts every connection to `address` without a GOAWAY; false if this
+  // Service cannot.
+  virtual bool Cut(const std::string& address) = 0;
+  // The clients' target.
+  virtual std::string Target() const = 0;
+  virtual bool ResolvedByTether() const = 0;
+};
+
+class ProxyService final : public Service {
+ public:
+  absl::Status Start() { return proxy_.Start(); }
+  std::string NextListen() override { return "127.0.0.1:0"; }
+  absl::Status Add(const std::string& address) override {
+    return proxy_.AddBackend(address);
+  }
+  absl::Status Remove(const std::string& address) override {
+    proxy_.RemoveBackend(address);
+    return absl::OkStatus();
+  }
+  bool Cut(const std::string& address) override {
+    proxy_.Reset(tether::support::Select::Backend(address));
+    return true;
+  }
+  std::string Target() const override { return proxy_.address(); }
+  bool ResolvedByTether() const override { return false; }
+
+ private:
+  tether::support::FaultProxy proxy_;
+};
+
+// Replicas on 127.0.0.11, .12, ... (one port, the first replica's), listed
+// under ledger.test.
+class DnsService final : public Service {
+ public:
+  absl::Status Start() {
+    auto dns = tether::support::DnsServer::Start();
+    if (!dns.ok()) return dns.status();
+    dns_ = *std::move(dns);
+    return absl::OkStatus();
+  }
+  std::string NextListen() override {
+    return absl::StrCat("127.0.0.", next_host_++, ":", port_);
+  }
+  absl::Status Add(const std::string& address) override {
+    const std::size_t colon = address.rfind(':');
+    if (port_ == 0) port_ = std::stoi(address.substr(colon + 1));
+    ips_.push_back(address.substr(0, colon));
+    return Publish();
+  }
+  absl::Status Remove(const std::string& address) override {
+    ips_.erase(std::remove(ips_.begin(), ips_.end(),
+                           address.substr(0, address.rfind(':'))),
+               ips_.end());
+    return Publish();
+  }
+  bool Cut(const std::string&) override { return false; }
+  std::string Target() const override {
+    return absl::StrCat("dns://", dns_->address(), "/ledger.test:", port_);
+  }
+  bool ResolvedByTether() const override { return true; }
+
+ private:
+  absl::Status Publish() { return dns_->SetRecords({{"ledger.test", ips_}}); }
+
+  std::unique_ptr<tether::support::DnsServer> dns_;
+  int next_host_ = 11;
+  int port_ = 0;
+  std::vector<std::string> ips_;
+};
 
 // Time from the replicas being back after the outage (the "back" marker) to
 // the watch's first event after it.
@@ -348,10 +444,22 @@ int main(int argc, char** argv) {
   grpc::ChannelArguments client_args;
   if (certs) client_args.SetSslTargetNameOverride("ledger.demo");
 
-  tether::support::FaultProxy proxy;
-  if (!proxy.Start().ok()) {
-    std::fprintf(stderr, "rollout_demo: proxy did not start\n");
-    return 1;
+  std::unique_ptr<Service> service;
+  if (absl::GetFlag(FLAGS_dns)) {
+    auto dns = std::make_unique<DnsService>();
+    const absl::Status s = dns->Start();
+    if (!s.ok()) {
+      std::fprintf(stderr, "rollout_demo: --dns: %s\n", s.ToString().c_str());
+      return 1;
+    }
+    service = std::move(dns);
+  } else {
+    auto proxy = std::make_unique<ProxyService>();
+    if (!proxy->Start().ok()) {
+      std::fprintf(stderr, "rollout_demo: proxy did not start\n");
+      return 1;
+    }
+    service = std::move(proxy);
   }
   // Three slots (a, b, c); each restart makes a new replica a2, a3, ...
   int generation[3] = {0, 0, 0};
@@ -363,10 +471,11 @@ int main(int argc, char** argv) {
                           ++generation[i]);
     o.tick = absl::Milliseconds(tick_ms);
     o.drain = drain;
+    o.listen = service->NextListen();
     if (certs) o.credentials = certs->ServerCredentials(false);
     auto r = std::make_unique<ex::LedgerReplica>(o);
     absl::Status s = r->Start();
-    if (s.ok()) s = proxy.AddBackend(r->address());
+    if (s.ok()) s = service->Add(r->address());
     if (!s.ok()) {
       std::fprintf(stderr, "rollout_demo: replica: %s\n", s.ToString().c_str());
       return nullptr;
@@ -376,11 +485,13 @@ int main(int argc, char** argv) {
   // Takes a replica out of the Service and stops it in `mode`.
   auto stop_replica = [&](std::unique_ptr<ex::LedgerReplica> old,
                           ex::ShutdownMode mode, int ph) {
-    proxy.RemoveBackend(old->address());
+    const absl::Status s = service->Remove(old->address());
+    if (!s.ok()) {
+      std::fprintf(stderr, "rollout_demo: %s\n", s.ToString().c_str());
+    }
     markers.push_back(Marker{now_ms(), ph, old->name(),
                              absl::StrCat(kPhaseNames[ph], " ", old->name())});
-    if (mode == ex::ShutdownMode::kAbrupt)
-      proxy.Reset(tether::support::Select::Backend(old->address()));
+    if (mode == ex::ShutdownMode::kAbrupt) service->Cut(old->address());
     old->Stop(mode);
   };
   for (int i = 0; i < 3; ++i) {
@@ -429,7 +540,22 @@ int main(int argc, char** argv) {
   // The tether side is one tether::Client: pool, breaker (wired to the pool
   // and to every stream), backoff, logs and metrics from one options struct.
   tether::ClientOptions co;
-  co.pool.target = proxy.address();
+  if (service->ResolvedByTether()) {
+    // Looked up every second (default 5 s): the demo's rollouts take
+    // seconds, not minutes.
+    tether::ResolverOptions ro;
+    ro.resolve_interval = absl::Seconds(1);
+    ro.min_resolve_interval = absl::Milliseconds(100);
+    auto source = tether::ResolvedEndpoints(service->Target(), ro);
+    if (!source.ok()) {
+      std::fprintf(stderr, "rollout_demo: %s\n",
+                   source.status().ToString().c_str());
+      return 1;
+    }
+    co.pool.endpoints = *std::move(source);
+  } else {
+    co.pool.target = service->Target();
+  }
   co.pool.health_check = true;
   co.pool.credentials = client_credentials;
   co.pool.channel_args = client_args;
@@ -472,8 +598,8 @@ int main(int argc, char** argv) {
     }
     tw.push_back(*std::move(w));
   }
-  auto channel = grpc::CreateCustomChannel(proxy.address(), client_credentials,
-                                          client_args);
+  auto channel = grpc::CreateCustomChannel(service->Target(),
+                                          client_credentials, client_args);
   std::vector<std::unique_ptr<ex::NaiveWatch>> nw;
   ex::NaiveWatchOptions no;
   no.breaker = naive_client.breaker;
@@ -484,11 +610,13 @@ int main(int argc, char** argv) {
   std::printf(
       "rollout_demo: 3 replicas behind %s, %d tether + %d naive "
       "watches, tick %d ms\n",
-      proxy.address().c_str(), watches, watches, tick_ms);
+      service->Target().c_str(), watches, watches, tick_ms);
   std::fflush(stdout);
 
   absl::SleepFor(settle * 2);  // warm up
-  for (int ph : {kGraceful, kCancelFirst, kAbrupt}) {
+  std::vector<int> rollouts = {kGraceful, kCancelFirst};
+  if (!service->ResolvedByTether()) rollouts.push_back(kAbrupt);
+  for (int ph : rollouts) {
     phase = ph;
     const ex::ShutdownMode mode = ph == kGraceful ? ex::ShutdownMode::kGraceful
                                   : ph == kCancelFirst
@@ -513,8 +641,8 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
   markers.push_back(Marker{now_ms(), kOutage, "*", "outage: all down"});
   for (auto& r : slots) {
-    proxy.RemoveBackend(r->address());
-    proxy.Reset(tether::support::Select::Backend(r->address()));
+    (void)service->Remove(r->address());
+    service->Cut(r->address());
   }
   for (auto& r : slots) {
     r->Stop(ex::ShutdownMode::kAbrupt);
@@ -552,8 +680,10 @@ int main(int argc, char** argv) {
               "rollout", "events", "lost", "dups", "errors", "reopens",
               "drain-hit", "migr p50", "migr p99", "breaker");
   bool ok = true;
+  std::vector<int> shown = rollouts;
+  shown.push_back(kOutage);
   for (Client* c : {&tether_client, &naive_client}) {
-    for (int ph = kGraceful; ph < kPhases; ++ph) {
+    for (int ph : shown) {
       ex::WatchCounts sum;
       std::vector<double> mig;
       for (auto& r : c->recorders) {

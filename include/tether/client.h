@@ -32,15 +32,16 @@ namespace tether {
 // out several times a day. Each part keeps its own options struct (see
 // their headers for each field's meaning, default and valid range).
 struct ClientOptions {
-  // Where the connections go and how (`target` or `addresses`,
+  // Where the connections go and how (`target`, `addresses` or `endpoints`,
   // credentials, keepalive, health checks...). `pool.breaker` must stay
   // empty: the client gives the pool its own breaker. `pool.observer` is
-  // kept and runs next to the client's logging and metrics. Required:
-  // `pool.target` or `pool.addresses`. Unlike a `ConnectionPoolOptions()`,
-  // `pool.health_check` is on: a server that turns NOT_SERVING before it
-  // goes away (a Kubernetes preStop hook) moves its streams before its
-  // GOAWAY, and a server without the health service answers UNIMPLEMENTED,
-  // which counts as serving; the cost is one Watch call per connection.
+  // kept and runs next to the client's logging and metrics. Required: one
+  // of `pool.target`, `pool.addresses`, `pool.endpoints`. Unlike a
+  // `ConnectionPoolOptions()`, `pool.health_check` is on: a server that
+  // turns NOT_SERVING before it goes away (a Kubernetes preStop hook) moves
+  // its streams before its GOAWAY, and a server without the health service
+  // answers UNIMPLEMENTED, which counts as serving; the cost is one Watch
+  // call per connection.
   ConnectionPoolOptions pool = HealthChecked();
 
   // The dependency's circuit breaker, shared by the pool, every stream and

@@ -21,8 +21,9 @@
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "support/dns_server.h"
 #include "test/integration/rollout_fixture.h"
-#include "test/support/dns_server.h"
+#include "test/support/dns_pods.h"
 #include "test/support/one_shot.h"
 #include "test/support/test_server.h"
 #include "tether/connection_pool.h"
@@ -192,7 +193,7 @@ TEST(ConnectionPoolEndpointsTest, OptionsAndSetEndpointsValidate) {
 }
 
 TEST(ResolvedEndpointsDnsTest, FollowsRecordsAndKeepsTheLastSetOnErrors) {
-  auto dns = DnsServer::Start();
+  auto dns = support::DnsServer::Start();
   ASSERT_TRUE(dns.ok()) << dns.status();
   ASSERT_TRUE(
       (*dns)->SetRecords({{"svc.test", {"127.0.0.11", "127.0.0.12"}}}).ok());
@@ -239,36 +240,23 @@ TEST(ResolvedEndpointsDnsTest, FollowsRecordsAndKeepsTheLastSetOnErrors) {
 class DnsRollout : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto dns = DnsServer::Start();
-    ASSERT_TRUE(dns.ok()) << dns.status();
-    dns_ = *std::move(dns);
+    auto pods = DnsPods::Start();
+    ASSERT_TRUE(pods.ok()) << pods.status();
+    pods_ = *std::move(pods);
   }
 
-  // Starts pod `i` on 127.0.0.(10 + i), named "p<i>".
-  TestServer* StartPod(int i) {
-    auto pod = StartServer(absl::StrCat("p", i), Ip(i), port_);
-    if (pod == nullptr) return nullptr;
-    port_ = pod->port();
-    pods_[i] = std::move(pod);
-    return pods_[i].get();
-  }
-  static std::string Ip(int i) { return absl::StrCat("127.0.0.", 10 + i); }
-  std::string Endpoint(int i) const {
-    return absl::StrCat("ipv4:", Ip(i), ":", port_);
-  }
-  // The DNS record lists exactly `pods`.
+  TestServer* StartPod(int i) { return pods_->StartPod(i); }
+  TestServer* Pod(int i) { return pods_->pod(i); }
+  std::string Endpoint(int i) const { return pods_->Endpoint(i); }
   void Publish(const std::vector<int>& pods) {
-    std::vector<std::string> ips;
-    for (int i : pods) ips.push_back(Ip(i));
-    ASSERT_TRUE(dns_->SetRecords({{"svc.test", ips}}).ok());
+    ASSERT_TRUE(pods_->Publish(pods).ok());
   }
   void MakePool() {
     auto log = std::make_shared<EndpointLog>(pool_gone_);
     log_ = log.get();
     ConnectionPoolOptions o;
     auto source = ResolvedEndpoints(
-        absl::StrCat("dns://", dns_->address(), "/svc.test:", port_),
-        FastResolver());
+        pods_->Target(), FastResolver());
     ASSERT_TRUE(source.ok()) << source.status();
     o.endpoints = *source;
     o.observer = std::move(log);
@@ -290,23 +278,13 @@ class DnsRollout : public ::testing::Test {
     }
     return out;
   }
-  // Watches that the old pods refused or ended before their first message.
-  std::int64_t FailedBeforeFirst() {
-    std::int64_t n = 0;
-    for (const auto& [i, pod] : pods_) {
-      n += pod->stats().watches_failed_before_first;
-    }
-    return n;
-  }
   void TearDown() override {
     if (streams_ != nullptr && pool_ != nullptr) {
       StopStreamsAndWaitForPool(*streams_, pool_, *pool_gone_);
     }
   }
 
-  std::unique_ptr<DnsServer> dns_;
-  std::map<int, std::unique_ptr<TestServer>> pods_;
-  int port_ = 0;
+  std::unique_ptr<DnsPods> pods_;
   std::shared_ptr<OneShot> pool_gone_ = std::make_shared<OneShot>();
   EndpointLog* log_ = nullptr;
   std::shared_ptr<ConnectionPool> pool_;
@@ -325,7 +303,7 @@ TEST_F(DnsRollout, SixtyFourStreamsSpreadOverThreePodsAndANewPodTakesItsShare) {
   std::size_t lo = 64, hi = 0;
   for (int i = 1; i <= 3; ++i) {
     const std::size_t n =
-        static_cast<std::size_t>(pods_[i]->stats().open_streams);
+        static_cast<std::size_t>(Pod(i)->stats().open_streams);
     lo = std::min(lo, n);
     hi = std::max(hi, n);
   }
@@ -341,12 +319,12 @@ TEST_F(DnsRollout, SixtyFourStreamsSpreadOverThreePodsAndANewPodTakesItsShare) {
   ASSERT_TRUE(more.fleet.WaitAll(
       [](const Delivered& d) { return d.count >= 3; }, kWait));
   EXPECT_EQ(StreamsPerEndpoint()[Endpoint(4)], 16u);
-  EXPECT_EQ(pods_[4]->stats().open_streams, 16);
+  EXPECT_EQ(Pod(4)->stats().open_streams, 16);
   more.streams.clear();
   streams_->ExpectClean();
 }
 
-enum class Stop { kGraceful, kCancelFirst };
+using Stop = DnsPods::Stop;
 
 // A Deployment's rolling update with surge 1, three times, so that no
 // original pod is left: the new pod starts and its record is added, the old
@@ -384,14 +362,10 @@ TEST_P(DnsRollingUpdate, NoErrorNoLossNoAttemptOnAPodWhoseRecordLeft) {
     if (!record_after_stop) {
       Publish(live);
       ASSERT_TRUE(log_->WaitFor(absl::StrCat("missing ", Endpoint(old_pod))));
-      attempts_when_gone = pods_[old_pod]->stats().watches_started;
+      attempts_when_gone = Pod(old_pod)->stats().watches_started;
     }
     const absl::Time stop_at = absl::Now();
-    if (how == Stop::kGraceful) {
-      pods_[old_pod]->ShutdownAsync(absl::Seconds(2));
-    } else {
-      pods_[old_pod]->CancelFirstDrain(absl::Seconds(2));
-    }
+    pods_->StopPod(old_pod, how);
     if (record_after_stop) {
       // The record leaves 1 s into the stop (waiting on the clock is the
       // scenario here, not a fix for a race).
@@ -399,9 +373,9 @@ TEST_P(DnsRollingUpdate, NoErrorNoLossNoAttemptOnAPodWhoseRecordLeft) {
       Publish(live);
     }
     ASSERT_TRUE(log_->WaitFor(absl::StrCat("removed ", Endpoint(old_pod))));
-    ASSERT_TRUE(pods_[old_pod]->WaitForStopped(kWait));
+    ASSERT_TRUE(Pod(old_pod)->WaitForStopped(kWait));
     if (attempts_when_gone >= 0) {
-      EXPECT_EQ(pods_[old_pod]->stats().watches_started, attempts_when_gone)
+      EXPECT_EQ(Pod(old_pod)->stats().watches_started, attempts_when_gone)
           << "attempts on pod " << old_pod << " after its record left";
     }
     // The old pod is forgotten, and every stream delivers on.
@@ -420,13 +394,13 @@ TEST_P(DnsRollingUpdate, NoErrorNoLossNoAttemptOnAPodWhoseRecordLeft) {
   }
   streams_->ExpectClean();
   for (int i = 1; i <= 3; ++i) {
-    EXPECT_FALSE(pods_[i]->running()) << "an original pod is left";
+    EXPECT_FALSE(Pod(i)->running()) << "an original pod is left";
   }
   // No stream reopened on a pod that was going away: the evidence of a
   // cancel-first pod (its streams ended unannounced) holds for the whole
   // endpoint, and a graceful pod's GOAWAY or its missing record moved the
   // streams before it refused any.
-  EXPECT_EQ(FailedBeforeFirst(), 0);
+  EXPECT_EQ(pods_->FailedBeforeFirst(), 0);
   // The figures of docs/endpoints.md.
   absl::Duration stall = absl::ZeroDuration();
   for (int i = 0; i < 24; ++i) {
@@ -441,7 +415,7 @@ TEST_P(DnsRollingUpdate, NoErrorNoLossNoAttemptOnAPodWhoseRecordLeft) {
       "streams per pod%s\n",
       ::testing::UnitTest::GetInstance()->current_test_info()->name(),
       absl::FormatDuration(stall).c_str(),
-      static_cast<long long>(FailedBeforeFirst()),  // NOLINT
+      static_cast<long long>(pods_->FailedBeforeFirst()),  // NOLINT
       per_pod.c_str());
 }
 

@@ -1,6 +1,6 @@
 // Copyright 2026 The tether Authors. Licensed under the Apache License 2.0.
-#ifndef TETHER_TEST_SUPPORT_DNS_SERVER_H_
-#define TETHER_TEST_SUPPORT_DNS_SERVER_H_
+#ifndef TETHER_SUPPORT_DNS_SERVER_H_
+#define TETHER_SUPPORT_DNS_SERVER_H_
 
 #include <map>
 #include <memory>
@@ -13,15 +13,15 @@
 #include "support/child_process.h"
 
 namespace tether {
-namespace testsupport {
+namespace support {
 
-// A real DNS server on loopback for tests: Debian's dnsmasq, run as a child
-// process (no daemon) on 127.0.0.1 and a free port, answering only from a
-// hosts file the test rewrites, for names under `.test` (others: REFUSED;
-// unknown `.test` names: NXDOMAIN). Like a cluster DNS serving a headless
-// Service: one A record per pod.
+// A real DNS server on loopback for tests, benchmarks and the demo: Debian's
+// dnsmasq, run as a child process (no daemon) on 127.0.0.1 and a free port,
+// answering only from a hosts file its owner rewrites, for names under
+// `.test` (others: REFUSED; unknown `.test` names: NXDOMAIN). Like a cluster
+// DNS serving a headless Service: one A record per pod.
 //
-// Thread safety: none; one owner (the test body).
+// Thread safety: none; one owner (a test body, a bench, the demo).
 //
 //   auto dns = DnsServer::Start();
 //   ASSERT_TRUE(dns.ok()) << dns.status();
@@ -64,10 +64,10 @@ class DnsServer {
   absl::Duration ttl_;
   int port_ = 0;
   std::map<std::string, std::vector<std::string>> records_;
-  support::ChildProcess process_;
+  ChildProcess process_;
 };
 
-}  // namespace testsupport
+}  // namespace support
 }  // namespace tether
 
-#endif  // TETHER_TEST_SUPPORT_DNS_SERVER_H_
+#endif  // TETHER_SUPPORT_DNS_SERVER_H_

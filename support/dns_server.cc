@@ -1,5 +1,5 @@
 // Copyright 2026 The tether Authors. Licensed under the Apache License 2.0.
-#include "test/support/dns_server.h"
+#include "support/dns_server.h"
 
 #include <pwd.h>
 #include <signal.h>
@@ -17,7 +17,7 @@
 #include "connections/dns_lookup.h"
 
 namespace tether {
-namespace testsupport {
+namespace support {
 
 absl::StatusOr<std::unique_ptr<DnsServer>> DnsServer::Start(
     absl::Duration ttl, std::string binary) {
@@ -36,7 +36,7 @@ absl::StatusOr<std::unique_ptr<DnsServer>> DnsServer::Start(
   chmod(dir, 0755);
   server->hosts_path_ = absl::StrCat(dir, "/hosts");
   std::ofstream(server->hosts_path_).flush();
-  absl::StatusOr<std::vector<int>> ports = support::FreeLoopbackPorts(1);
+  absl::StatusOr<std::vector<int>> ports = FreeLoopbackPorts(1);
   if (!ports.ok()) return ports.status();
   server->port_ = (*ports)[0];
   absl::Status s = server->Spawn();
@@ -146,5 +146,5 @@ absl::Status DnsServer::Restart() {
   return Spawn();
 }
 
-}  // namespace testsupport
+}  // namespace support
 }  // namespace tether

@@ -47,12 +47,17 @@ struct BidiStreamSpec {
   // throws, the stream ends with INTERNAL naming it.
   std::function<std::vector<Request>(const ResumeState&)> open_requests;
 
-  // FIFO acknowledgement of the app's own writes: true when `response`
-  // acknowledges `oldest_unacked`. Unacknowledged writes are replayed, in
-  // order, on the next attempt after the open requests. Only the newest
-  // attempt's responses acknowledge. Empty: a write is done once gRPC has
-  // written it (never replayed).
-  std::function<bool(const Request& oldest_unacked, const Response& response)>
+  // Acknowledgement of the app's own writes: true when `response`
+  // acknowledges `write` (compare an id or key; acknowledgements may come
+  // in any order). Writes whose acknowledgement has not reached the app are
+  // replayed, in order, on the next attempt after the open requests. A
+  // response that acknowledges a write already acknowledged to the app is
+  // dropped (see the class comment). Called for each response with the
+  // waiting writes, oldest first, until one matches (then with the
+  // remembered ones), from any thread, with no tether lock held; if it
+  // throws, the stream ends with INTERNAL naming it. Empty: a write is done
+  // once gRPC has written it (never replayed).
+  std::function<bool(const Request& write, const Response& response)>
       acknowledges;
 
   // Positions, as in StreamSpec (one of sequence_of / position_of /
@@ -111,10 +116,19 @@ struct BidiStreamSpec {
 // `acknowledges`, the new attempt replays every unacknowledged write, also
 // the one the old attempt has in flight (the server sees it twice). Without,
 // the new attempt waits until that write is done: written, it is never
-// sent again; failed (never written), the new attempt writes it. With
-// `acknowledges`, `migration_hold_fallback` is off: the old attempt
-// delivers until the new one's first message, and an acknowledgement that
-// arrives on both is delivered once.
+// sent again; failed (never written), the new attempt writes it.
+//
+// At least once: the app's writes reach the server at least once (a replay
+// after a lost acknowledgement, or after a server died having executed the
+// write, sends it again: make writes idempotent, e.g. with a key). Exactly
+// once: each acknowledgement reaches the app once. A write is acknowledged
+// when a response that acknowledges it is admitted for the app (on any
+// attempt), not when it arrives: one that a move holds and drops leaves
+// its write to be replayed. A response that acknowledges a write already
+// acknowledged to the app (the old attempt's copy, a replay's) is dropped;
+// a replayed write is remembered for that until every attempt that took it
+// has ended (at most `max_outbox` of them). Other responses are exactly
+// once and in order with positions, as on a `ReconnectingStream`.
 //
 // Thread safety: `Write`, `WritesDone`, `SetOnWritable`, `Cancel`, `stats`
 // and the destructor from any thread, also from inside the stream's
@@ -214,13 +228,7 @@ class ReconnectingBidiStream {
     s = internal::CheckInitialPosition(spec, spec.initial_position,
                                        "BidiStreamSpec", "initial_position");
     if (!s.ok()) return s;
-    // An acknowledgement takes its write out of the outbox when it arrives,
-    // on the attempt that is still the writer. A move's old attempt that
-    // held such a response (migration_hold_fallback) would have it dropped
-    // when the new attempt delivers, and the new attempt, which no longer
-    // replays that write, would never send it again: the app would miss
-    // the acknowledgement. So acknowledged streams deliver during a move.
-    if (spec.acknowledges) options.migration_hold_fallback = false;
+    const bool acknowledged = static_cast<bool>(spec.acknowledges);
     auto box = std::make_shared<Box>(
         options.max_outbox, std::move(spec.acknowledges), options.observer);
     using Open = internal::BidiOpen<Request>;
@@ -234,6 +242,7 @@ class ReconnectingBidiStream {
     hooks.MutableRare().on_end_decided = [weak = std::weak_ptr<Box>(box)] {
       if (auto b = weak.lock()) b->End();
     };
+    if (acknowledged) hooks.MutableRare().acks = box;
     internal::TakePositionFields(spec, hooks, fns);
     Open open;
     open.open_requests = std::make_shared<const typename Open::OpenFn>(

@@ -89,9 +89,9 @@ struct ReconnectingStreamOptions {
   // that arrive during the overlap wait for the new attempt's first message
   // (at most `migration_handoff_timeout`). Default true. When false, the old
   // attempt delivers until the new one's first message; the new one then
-  // replays what it delivered meanwhile (dropped as duplicates). Bidi
-  // streams with `acknowledges` never hold (an acknowledgement consumes its
-  // write on arrival, so the new attempt would not replay it).
+  // replays what it delivered meanwhile (dropped as duplicates). On a bidi
+  // stream a held acknowledgement that is dropped never reached the app, so
+  // its write stays and the new attempt replays it.
   bool migration_hold_fallback = true;
 
   // A migration starts after a random delay in [0, this): when one
@@ -199,7 +199,8 @@ struct StreamStats {
                                          // (or a drain notice)
   std::uint64_t drain_notices = 0;       // drain notices received
   std::uint64_t messages_delivered = 0;  // handed to the application
-  std::uint64_t duplicates_dropped = 0;  // seq <= last delivered
+  std::uint64_t duplicates_dropped = 0;  // seq <= last delivered, or a
+                                         // repeated bidi acknowledgement
   std::uint64_t gaps = 0;                // seq > last delivered + 1
   std::uint64_t stalls = 0;              // attempts lost to stall_timeout
   std::uint64_t resyncs = 0;             // resyncs the app's `resync` completed

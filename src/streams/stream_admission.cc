@@ -1,7 +1,7 @@
 // Copyright 2026 The tether Authors. Licensed under the Apache License 2.0.
 //
 // Admitting a message: resync triggers, positions and cursors, trimming,
-// the hold, then the delivery queue.
+// the hold, the write a bidi response acknowledges, then the delivery queue.
 #include "streams/stream_machine.h"
 
 namespace tether {
@@ -11,6 +11,7 @@ bool StreamMachine::OnMessage(const std::shared_ptr<AttemptRec>& rec,
                               void* response) {
   absl::optional<Position> pos;
   absl::optional<std::string> cursor;
+  AckMatch ack;
   bool notice = false;
   bool resync = false;
   absl::Status threw;
@@ -28,6 +29,10 @@ bool StreamMachine::OnMessage(const std::shared_ptr<AttemptRec>& rec,
     } else if (positioned && rare_.cursor_of) {
       fn = "cursor_of";
       cursor = parts_->CursorOf(response);
+    }
+    if (positioned && rare_.acks) {
+      fn = "acknowledges";
+      ack = rare_.acks->Match(response);
     }
   } catch (...) {
     threw = CallbackThrew(fn, std::current_exception());
@@ -59,13 +64,14 @@ bool StreamMachine::OnMessage(const std::shared_ptr<AttemptRec>& rec,
         more = false;
       } else if (ShouldHoldLocked(*rec, pos)) {
         rec->held = true;
-        held_.reset(
-            new Held{*pos, std::shared_ptr<void>(parts_->NewMessage(response),
-                                                 parts_->message_deleter())});
+        held_.reset(new Held{
+            *pos, ack,
+            std::shared_ptr<void>(parts_->NewMessage(response),
+                                  parts_->message_deleter())});
         more = false;
       } else {
-        more =
-            AcceptLocked(rec, pos, cursor, trimmed_at, response, &trim_at, w);
+        more = AcceptLocked(rec, pos, cursor, trimmed_at, response, ack,
+                            &trim_at, w);
       }
     }
     Flush(w);
@@ -114,7 +120,7 @@ bool StreamMachine::AcceptLocked(const std::shared_ptr<AttemptRec>& rec,
                                  const absl::optional<Position>& pos,
                                  const absl::optional<std::string>& cursor,
                                  absl::optional<std::uint64_t> trimmed_at,
-                                 void* response,
+                                 void* response, const AckMatch& ack,
                                  absl::optional<std::uint64_t>* trim_at,
                                  Work& w) {
   if (stall_timeout_ > absl::ZeroDuration()) rec->last_activity = clock_->Now();
@@ -164,7 +170,7 @@ bool StreamMachine::AcceptLocked(const std::shared_ptr<AttemptRec>& rec,
           // A control message is delivered but is no progress: a server
           // that answers every attempt with one and then fails (or asks
           // for a resync) still spends the budget.
-          return PushLocked(rec, response);
+          return AdmitAckLocked(ack, w) ? PushLocked(rec, response) : true;
         }
         stats_.has_last_seq = true;
         stats_.last_delivered_seq = gate_.last();
@@ -180,9 +186,17 @@ bool StreamMachine::AcceptLocked(const std::shared_ptr<AttemptRec>& rec,
     RecordCursorLocked(*cursor);
     resyncs_without_progress_ = 0;
   }
+  if (!AdmitAckLocked(ack, w)) return true;
   rec->progressed = true;
   budget_.OnProgress();
   return PushLocked(rec, response);
+}
+
+bool StreamMachine::AdmitAckLocked(const AckMatch& ack, Work& w) {
+  if (!rare_.acks || rare_.acks->Admit(ack, w.internal)) return true;
+  ++stats_.duplicates_dropped;
+  Notify(w, [](StreamObserver& o) { o.OnDuplicateDropped(0, 0); });
+  return false;
 }
 
 bool StreamMachine::PushLocked(const std::shared_ptr<AttemptRec>& rec,

@@ -174,9 +174,11 @@ class StreamMachine final : public StreamCore,
 
   friend class ::tether::internal::AttemptSink;
 
-  // The message a move's old attempt holds, with its position (`held_`).
+  // The message a move's old attempt holds, with its position and what it
+  // acknowledges (`held_`).
   struct Held {
     Position pos;
+    AckMatch ack;
     std::shared_ptr<void> message;  // a Response
   };
 
@@ -374,7 +376,14 @@ class StreamMachine final : public StreamCore,
                     const absl::optional<Position>& pos,
                     const absl::optional<std::string>& cursor,
                     absl::optional<std::uint64_t> trimmed_at, void* response,
+                    const AckMatch& ack,
                     absl::optional<std::uint64_t>* trim_at, Work& w)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // A bidi response that passed the position rules is about to be queued:
+  // the outbox takes out the write it acknowledges. False when it repeats an
+  // acknowledgement the app already had: it is dropped as a duplicate.
+  bool AdmitAckLocked(const AckMatch& ack, Work& w)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Queues a message for the app; false (and the attempt pauses) when the

@@ -93,8 +93,9 @@ void StreamMachine::ReleaseHoldLocked(Work& w) {
     return;
   }
   absl::optional<std::uint64_t> trim_at;
-  const bool more = AcceptLocked(rec, held->pos, absl::nullopt, absl::nullopt,
-                                 held->message.get(), &trim_at, w);
+  const bool more =
+      AcceptLocked(rec, held->pos, absl::nullopt, absl::nullopt,
+                   held->message.get(), held->ack, &trim_at, w);
   DisposeLater(std::move(held), w);
   if (!more || !rec->running()) return;
   if (rec->handle) {

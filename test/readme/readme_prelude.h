@@ -8,8 +8,6 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -42,23 +40,5 @@ class Registry {
       const std::string& service, absl::Time deadline);
 };
 std::shared_ptr<Registry> MyRegistry();
-
-// A thread-safe set of keys.
-class KeySet {
- public:
-  void Insert(const std::string& key) {
-    std::lock_guard<std::mutex> lock(mu_);
-    keys_.insert(key);
-  }
-  // True if `key` was in the set.
-  bool Erase(const std::string& key) {
-    std::lock_guard<std::mutex> lock(mu_);
-    return keys_.erase(key) > 0;
-  }
-
- private:
-  std::mutex mu_;
-  std::set<std::string> keys_;
-};
 
 #endif  // TETHER_TEST_README_README_PRELUDE_H_

@@ -1,9 +1,11 @@
 // Copyright 2026 The tether Authors. Licensed under the Apache License 2.0.
 // BidiOutbox on its own: which attempt writes, what it writes, when writes
-// are done, and the wake-ups. No stream, no thread.
+// are done, which responses acknowledge, and the wake-ups. No stream, no
+// thread.
 #include "tether/internal/bidi_outbox.h"
 
 #include <memory>
+#include <stdexcept>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -18,6 +20,7 @@ using ::testing::ElementsAre;
 using Box = internal::BidiOutbox<BidiReq, Resp>;
 using Writes = Box::Writes;
 using Next = BidiWrites<BidiReq>::Next;
+using Kind = internal::AckMatch::Kind;
 
 bool ById(const BidiReq& w, const Resp& r) { return r.ack == w.id; }
 
@@ -30,6 +33,13 @@ std::vector<BidiReq> Drain(Writes& w) {
     w.Written(true);
   }
   return out;
+}
+
+// What the stream core does with a response that arrives and passes every
+// other rule: match it, then admit it. Returns whether the app gets it.
+bool Deliver(Box& box, const Resp& r) {
+  internal::Deferred later;
+  return box.Admit(box.Match(&r), later);
 }
 
 // Counts the wake-ups of one attempt.
@@ -54,17 +64,142 @@ TEST(BidiOutboxTest, TheLastStartedAttemptWritesWhateverOrderTheyAttachIn) {
   EXPECT_THAT(Drain(*third), ElementsAre(W(2)));
 }
 
-TEST(BidiOutboxTest, OnlyTheWritersResponsesAcknowledge) {
+// A write is done when its acknowledgement is admitted for the app,
+// whichever attempt it arrived on; an acknowledgement that arrives and is
+// dropped before that (a move's held message) leaves the write waiting, and
+// the next writer replays it.
+TEST(BidiOutboxTest, AWriteIsDoneWhenItsAcknowledgementIsAdmitted) {
   auto box = std::make_shared<Box>(8, ById);
   auto old_one = Box::Attach(box, 1, {});
   ASSERT_TRUE(box->Write(W(1)).ok());
-  EXPECT_THAT(Drain(*old_one), ElementsAre(W(1)));
+  ASSERT_TRUE(box->Write(W(2)).ok());
+  EXPECT_THAT(Drain(*old_one), ElementsAre(W(1), W(2)));
+  const Resp ack1 = Ack(1);
+  const internal::AckMatch held = box->Match(&ack1);  // then dropped
+  EXPECT_EQ(held.kind, Kind::kWrite);
+  EXPECT_EQ(box->size(), 2u);
   auto fresh = Box::Attach(box, 2, {});
-  old_one->Received(Ack(1));
+  EXPECT_THAT(Drain(*fresh), ElementsAre(W(1), W(2)));  // replayed
+  EXPECT_TRUE(Deliver(*box, M(5)));  // acknowledges nothing
+  EXPECT_EQ(box->size(), 2u);
+  EXPECT_TRUE(Deliver(*box, Ack(1)));  // on the old attempt: counts
   EXPECT_EQ(box->size(), 1u);
-  EXPECT_THAT(Drain(*fresh), ElementsAre(W(1)));  // replayed
-  fresh->Received(Ack(1));
+  auto third = Box::Attach(box, 3, {});
+  EXPECT_THAT(Drain(*third), ElementsAre(W(2)));
+}
+
+// The old attempt and the replay both acknowledge a write: both match it as
+// they arrive, the first admitted takes it, the other is dropped; a later
+// copy matches as a repeat.
+TEST(BidiOutboxTest, AnAcknowledgementReachesTheAppOnce) {
+  auto box = std::make_shared<Box>(8, ById);
+  auto old_one = Box::Attach(box, 1, {});
+  ASSERT_TRUE(box->Write(W(7)).ok());
+  EXPECT_THAT(Drain(*old_one), ElementsAre(W(7)));
+  auto fresh = Box::Attach(box, 2, {});
+  EXPECT_THAT(Drain(*fresh), ElementsAre(W(7)));
+  const Resp ack = Ack(7);
+  const internal::AckMatch on_old = box->Match(&ack);
+  const internal::AckMatch on_fresh = box->Match(&ack);
+  internal::Deferred later;
+  EXPECT_TRUE(box->Admit(on_fresh, later));
+  EXPECT_FALSE(box->Admit(on_old, later));
+  EXPECT_EQ(box->Match(&ack).kind, Kind::kRepeat);
+  EXPECT_FALSE(Deliver(*box, ack));
   EXPECT_EQ(box->size(), 0u);
+}
+
+// Keys that are not dense, acknowledged in any order: each response
+// acknowledges the first waiting write it names.
+TEST(BidiOutboxTest, AcknowledgementsInAnyOrder) {
+  auto box = std::make_shared<Box>(8, ById);
+  auto a = Box::Attach(box, 1, {});
+  for (std::uint64_t id : {917u, 23u, 4051u}) {
+    ASSERT_TRUE(box->Write(W(id)).ok());
+  }
+  EXPECT_THAT(Drain(*a), ElementsAre(W(917), W(23), W(4051)));
+  EXPECT_TRUE(Deliver(*box, Ack(4051)));
+  EXPECT_TRUE(Deliver(*box, Ack(23)));
+  EXPECT_EQ(box->size(), 1u);
+  auto b = Box::Attach(box, 2, {});
+  EXPECT_THAT(Drain(*b), ElementsAre(W(917)));
+  EXPECT_TRUE(Deliver(*box, Ack(917)));
+  EXPECT_EQ(box->size(), 0u);
+}
+
+// Only a write taken by more than one attempt can be acknowledged twice: it
+// is remembered once done, while an attempt that took it runs, and at most
+// `max` of them. Anything else that matches nothing is an ordinary response.
+TEST(BidiOutboxTest, DoneWritesAreRememberedWhileAnAttemptThatTookThemRuns) {
+  auto box = std::make_shared<Box>(2, ById);
+  auto a = Box::Attach(box, 1, {});
+  ASSERT_TRUE(box->Write(W(1)).ok());
+  EXPECT_THAT(Drain(*a), ElementsAre(W(1)));
+  EXPECT_TRUE(Deliver(*box, Ack(1)));
+  const Resp again = Ack(1);
+  EXPECT_EQ(box->Match(&again).kind, Kind::kNone);  // taken once: forgotten
+  ASSERT_TRUE(box->Write(W(2)).ok());
+  ASSERT_TRUE(box->Write(W(3)).ok());
+  EXPECT_THAT(Drain(*a), ElementsAre(W(2), W(3)));
+  auto b = Box::Attach(box, 2, {});
+  EXPECT_THAT(Drain(*b), ElementsAre(W(2), W(3)));
+  auto c = Box::Attach(box, 3, {});  // a later attempt, which took nothing
+  EXPECT_TRUE(Deliver(*box, Ack(2)));
+  EXPECT_TRUE(Deliver(*box, Ack(3)));
+  const Resp two = Ack(2), three = Ack(3);
+  EXPECT_EQ(box->Match(&two).kind, Kind::kRepeat);
+  a->Close();
+  EXPECT_EQ(box->Match(&two).kind, Kind::kRepeat);  // b took it and runs
+  b->Close();
+  EXPECT_EQ(box->Match(&two).kind, Kind::kNone);
+  EXPECT_EQ(box->Match(&three).kind, Kind::kNone);
+  // At most `max` (2): the oldest is forgotten first.
+  for (std::uint64_t id : {4u, 5u}) ASSERT_TRUE(box->Write(W(id)).ok());
+  EXPECT_THAT(Drain(*c), ElementsAre(W(4), W(5)));
+  auto d = Box::Attach(box, 4, {});
+  EXPECT_THAT(Drain(*d), ElementsAre(W(4), W(5)));
+  EXPECT_TRUE(Deliver(*box, Ack(4)));
+  ASSERT_TRUE(box->Write(W(6)).ok());
+  EXPECT_THAT(Drain(*d), ElementsAre(W(6)));
+  auto e = Box::Attach(box, 5, {});
+  EXPECT_THAT(Drain(*e), ElementsAre(W(5), W(6)));
+  EXPECT_TRUE(Deliver(*box, Ack(5)));
+  EXPECT_TRUE(Deliver(*box, Ack(6)));
+  const Resp four = Ack(4), five = Ack(5), six = Ack(6);
+  EXPECT_EQ(box->Match(&four).kind, Kind::kNone);
+  EXPECT_EQ(box->Match(&five).kind, Kind::kRepeat);
+  EXPECT_EQ(box->Match(&six).kind, Kind::kRepeat);
+}
+
+// An attempt dropped without an end (its start never ran) no longer keeps
+// done writes remembered.
+TEST(BidiOutboxTest, AnAttemptDroppedWithoutAnEndIsClosed) {
+  auto box = std::make_shared<Box>(8, ById);
+  auto a = Box::Attach(box, 1, {});
+  auto b = Box::Attach(box, 2, {});
+  ASSERT_TRUE(box->Write(W(1)).ok());
+  EXPECT_THAT(Drain(*b), ElementsAre(W(1)));
+  auto c = Box::Attach(box, 3, {});
+  EXPECT_THAT(Drain(*c), ElementsAre(W(1)));
+  EXPECT_TRUE(Deliver(*box, Ack(1)));
+  const Resp ack = Ack(1);
+  EXPECT_EQ(box->Match(&ack).kind, Kind::kRepeat);
+  b->Close();
+  c.reset();
+  EXPECT_EQ(box->Match(&ack).kind, Kind::kRepeat);  // `a` may have had it
+  a.reset();
+  EXPECT_EQ(box->Match(&ack).kind, Kind::kNone);
+}
+
+TEST(BidiOutboxTest, WhatAcknowledgesThrowsReachesTheCaller) {
+  auto box = std::make_shared<Box>(8, [](const BidiReq&, const Resp& r) {
+    if (r.ack == 666) throw std::runtime_error("bad ack");
+    return false;
+  });
+  ASSERT_TRUE(box->Write(W(1)).ok());
+  const Resp bad = Ack(666);
+  EXPECT_THROW(box->Match(&bad), std::runtime_error);
+  EXPECT_EQ(box->size(), 1u);
 }
 
 TEST(BidiOutboxTest, WithAcknowledgementsTheWriterReplaysAWriteInFlight) {
@@ -151,10 +286,10 @@ TEST(BidiOutboxTest, FullOutboxRefusesAndOnWritableRunsOnceWhenRoomComes) {
   ASSERT_TRUE(box->Write(W(1)).ok());
   EXPECT_EQ(box->Write(W(2)).code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(Drain(*a), ElementsAre(W(1)));
-  a->Received(Ack(1));
+  EXPECT_TRUE(Deliver(*box, Ack(1)));
   EXPECT_EQ(writable, 1);
   ASSERT_TRUE(box->Write(W(2)).ok());
-  a->Received(Ack(2));
+  EXPECT_TRUE(Deliver(*box, Ack(2)));
   EXPECT_EQ(writable, 1);  // once per refusal
 }
 
@@ -164,7 +299,7 @@ TEST(BidiOutboxTest, OnWritableSetAfterTheRoomCameBackRunsAtOnce) {
   ASSERT_TRUE(box->Write(W(1)).ok());
   EXPECT_EQ(box->Write(W(2)).code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(Drain(*a), ElementsAre(W(1)));
-  a->Received(Ack(1));  // room, nobody to tell yet
+  EXPECT_TRUE(Deliver(*box, Ack(1)));  // room, nobody to tell yet
   int writable = 0;
   box->SetOnWritable([&writable] { ++writable; });
   EXPECT_EQ(writable, 1);
@@ -179,7 +314,7 @@ TEST(BidiOutboxTest, TheEndRefusesWritesAndWakesNobody) {
   box->SetOnWritable([&writable] { ++writable; });
   box->End();
   EXPECT_THAT(Drain(*a), ElementsAre(W(1)));
-  a->Received(Ack(1));
+  EXPECT_TRUE(Deliver(*box, Ack(1)));
   EXPECT_EQ(writable, 0);
   EXPECT_EQ(box->Write(W(3)).code(), absl::StatusCode::kFailedPrecondition);
 }

@@ -2,8 +2,11 @@
 // Logic tests of ReconnectingBidiStream: the bidi fake, fake connections, a
 // fake clock (the shared stream fixture). Nothing here opens a socket or
 // sleeps.
+#include <atomic>
 #include <memory>
+#include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -67,19 +70,159 @@ TEST_F(BidiStreamTest, MigrationCarriesWritesOnTheNewAttempt) {
   // New writes go to the new attempt only.
   EXPECT_THAT(bidi_->writes(0), ElementsAre(Open(0), W(1), W(2)));
   EXPECT_THAT(bidi_->writes(1), ElementsAre(Open(1), W(2), W(3)));
-  // The old attempt's acknowledgement counts for nothing (the new attempt
-  // replayed the write and acknowledges it).
+  // The old attempt's acknowledgement reaches the app: its write is done
+  // (the new attempt replayed it: the server sees it twice).
   old->Send(Ack(2));
-  EXPECT_EQ(stream->outbox_size(), 2u);
-  old->Send(M(2));
-  fresh->Send(M(2));  // hand-off; duplicate
+  EXPECT_EQ(stream->outbox_size(), 1u);
+  old->Send(M(2));     // held: the new attempt resumes after 1
+  fresh->Send(M(2));  // hand-off: the held copy is dropped
   EXPECT_TRUE(old->cancelled());
-  fresh->Send(Ack(2));
+  fresh->Send(Ack(2));  // the replay's: dropped
   fresh->Send(Ack(3));
   fresh->Send(M(3));
   EXPECT_EQ(stream->outbox_size(), 0u);
   EXPECT_THAT(got(), ElementsAre(1, 2, 3));
+  EXPECT_THAT(rec_->acks(), ElementsAre(1, 2, 3));
+  EXPECT_EQ(stream->stats().duplicates_dropped, 1u);
   EXPECT_EQ(stream->stats().migrations, 1u);
+}
+
+// The old attempt acknowledges a write the new one replayed, and the new
+// one fails before it delivers: the stream falls back and moves again. The
+// acknowledgement reached the app, so the next attempt does not replay it.
+TEST_F(BidiStreamTest, AWriteAcknowledgedOnTheOldAttemptIsNotReplayedAgain) {
+  auto stream = StartBidi(BidiSpec());
+  auto old = bidi_->attempt(0);
+  old->Send(M(1));
+  ASSERT_TRUE(stream->Write(W(7)).ok());
+  source_->Drain(old->connection_id());
+  ASSERT_EQ(bidi_->attempt_count(), 2u);
+  auto fresh = bidi_->attempt(1);
+  EXPECT_THAT(bidi_->writes(1), ElementsAre(Open(1), W(7)));
+  old->Send(Resp{2, 7});  // position 2 acknowledges write 7
+  fresh->Finish(absl::UnavailableError("gone before its first message"));
+  clock_->AdvanceBy(absl::Seconds(10));
+  EXPECT_THAT(got(), ElementsAre(1, 2));
+  EXPECT_THAT(rec_->acks(), ElementsAre(7));
+  EXPECT_EQ(stream->outbox_size(), 0u);
+  ASSERT_EQ(bidi_->attempt_count(), 3u);
+  EXPECT_THAT(bidi_->writes(2), ElementsAre(Open(2)));
+  ASSERT_TRUE(stream->Write(W(8)).ok());  // the outbox takes writes on
+  EXPECT_THAT(bidi_->writes(2), ElementsAre(Open(2), W(8)));
+}
+
+// An acknowledgement (with a position) that arrives on the attempt a move
+// leaves while the replacement's start is in flight: the move holds it and
+// drops it when the replacement delivers. It never reached the app, so its
+// write stays: the replacement replays it and its acknowledgement reaches
+// the app, once.
+TEST_F(BidiStreamTest, AHeldAcknowledgementIsNotLostWhenTheMoveDropsIt) {
+  ASSERT_TRUE(options_.migration_hold_fallback);  // the default
+  std::shared_ptr<BidiTransport::FakeAttempt> old;
+  int opens = 0;
+  BidiStream::Spec spec = BidiSpec();
+  spec.open_requests = [&](const ResumeState& s) {
+    // The machine builds the replacement's open requests while its start is
+    // in flight, after it took the resume position: a response the old
+    // attempt sends now is past it.
+    if (++opens == 2) old->Send(Resp{2, 7});
+    return std::vector<BidiReq>{Open(s.has_position ? s.last : 0)};
+  };
+  auto stream = StartBidi(std::move(spec));
+  old = bidi_->attempt(0);
+  old->Send(M(1));
+  ASSERT_TRUE(stream->Write(W(7)).ok());
+  EXPECT_THAT(bidi_->writes(0), ElementsAre(Open(0), W(7)));
+  source_->Drain(old->connection_id());
+  ASSERT_EQ(opens, 2);
+  ASSERT_EQ(bidi_->attempt_count(), 2u);
+  EXPECT_THAT(got(), ElementsAre(1));    // held, not delivered
+  EXPECT_EQ(stream->outbox_size(), 1u);  // so not acknowledged either
+  auto fresh = bidi_->attempt(1);
+  EXPECT_THAT(bidi_->writes(1), ElementsAre(Open(1), W(7)));  // replayed
+  fresh->Send(Resp{2, 7});  // the server acknowledges the replay
+  clock_->RunDue();
+  EXPECT_TRUE(old->cancelled());
+  EXPECT_THAT(got(), ElementsAre(1, 2));
+  EXPECT_THAT(rec_->acks(), ElementsAre(7));
+  EXPECT_EQ(stream->outbox_size(), 0u);
+}
+
+// Ids that are not dense, acknowledged out of order, without positions:
+// during a move both attempts acknowledge a replayed write; the app sees
+// each acknowledgement once.
+TEST_F(BidiStreamTest, AcknowledgementsByKeyReachTheAppOnceAcrossAMove) {
+  BidiStream::Spec spec = BidiSpec();
+  spec.position_of = nullptr;
+  auto stream = StartBidi(std::move(spec));
+  for (std::uint64_t id : {917u, 23u, 4051u}) {
+    ASSERT_TRUE(stream->Write(W(id)).ok());
+  }
+  auto old = bidi_->attempt(0);
+  old->Send(Ack(23));  // out of order
+  EXPECT_EQ(stream->outbox_size(), 2u);
+  source_->Drain(old->connection_id());
+  ASSERT_EQ(bidi_->attempt_count(), 2u);
+  auto fresh = bidi_->attempt(1);
+  EXPECT_THAT(bidi_->writes(1), ElementsAre(Open(0), W(917), W(4051)));
+  old->Send(Ack(917));    // the old attempt's, in flight
+  fresh->Send(Ack(917));  // and the replay's: dropped
+  fresh->Send(Ack(4051));
+  old->Send(Ack(4051));  // after the hand-off: the old attempt is cancelled
+  clock_->RunDue();
+  EXPECT_THAT(rec_->acks(), ElementsAre(23, 917, 4051));
+  EXPECT_EQ(stream->outbox_size(), 0u);
+  EXPECT_EQ(stream->stats().duplicates_dropped, 1u);
+}
+
+// The same race on two threads: the old attempt and the replacement
+// acknowledge the same writes at once. Each reaches the app once.
+TEST_F(BidiStreamTest, AcknowledgementsRacingOnTwoAttemptsReachTheAppOnce) {
+  constexpr std::uint64_t kWrites = 40;
+  options_.max_outbox = kWrites;
+  BidiStream::Spec spec = BidiSpec();
+  spec.position_of = nullptr;
+  auto stream = StartBidi(std::move(spec));
+  for (std::uint64_t id = 1; id <= kWrites; ++id) {
+    ASSERT_TRUE(stream->Write(W(id)).ok());
+  }
+  auto old = bidi_->attempt(0);
+  source_->Drain(old->connection_id());
+  ASSERT_EQ(bidi_->attempt_count(), 2u);
+  auto fresh = bidi_->attempt(1);
+  ASSERT_EQ(bidi_->writes(1).size(), kWrites + 1);  // all replayed
+  std::atomic<int> ready{0};
+  auto ack_all = [&ready](std::shared_ptr<BidiTransport::FakeAttempt> a) {
+    ++ready;
+    while (ready.load() < 2) std::this_thread::yield();  // start together
+    for (std::uint64_t id = 1; id <= kWrites; ++id) a->Send(Ack(id));
+  };
+  std::thread t1(ack_all, old);
+  std::thread t2(ack_all, fresh);
+  t1.join();
+  t2.join();
+  clock_->RunDue();
+  std::vector<std::uint64_t> want;
+  for (std::uint64_t id = 1; id <= kWrites; ++id) want.push_back(id);
+  EXPECT_THAT(rec_->acks(), ::testing::UnorderedElementsAreArray(want));
+  EXPECT_EQ(stream->outbox_size(), 0u);
+}
+
+TEST_F(BidiStreamTest, AcknowledgesThatThrowsEndsTheStream) {
+  BidiStream::Spec spec = BidiSpec();
+  spec.acknowledges = [](const BidiReq&, const Resp& r) -> bool {
+    if (r.ack == 666) throw std::runtime_error("unreadable");
+    return false;
+  };
+  auto stream = StartBidi(std::move(spec));
+  ASSERT_TRUE(stream->Write(W(1)).ok());
+  bidi_->attempt(0)->Send(Ack(666));
+  clock_->RunDue();
+  ASSERT_EQ(done().size(), 1u);
+  EXPECT_EQ(done()[0].code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(std::string(done()[0].message()),
+              HasSubstr("acknowledges threw: unreadable"));
+  EXPECT_EQ(rec_->messages(), 0u);
 }
 
 TEST_F(BidiStreamTest, EachAttemptKnowsItsNumberReasonAndResumePosition) {

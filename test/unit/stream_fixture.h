@@ -86,6 +86,7 @@ class Recorder {
     std::lock_guard<std::mutex> l(mu_);
     ++messages_;
     if (r.seq != 0) got_.push_back(r.seq);
+    if (r.ack != 0) acks_.push_back(r.ack);
   }
   void Done(const absl::Status& s) {
     std::lock_guard<std::mutex> l(mu_);
@@ -96,6 +97,11 @@ class Recorder {
   std::vector<std::uint64_t> got() {
     std::lock_guard<std::mutex> l(mu_);
     return got_;
+  }
+  // The writes acknowledged to the app (`ack`), in delivery order.
+  std::vector<std::uint64_t> acks() {
+    std::lock_guard<std::mutex> l(mu_);
+    return acks_;
   }
   // Every message delivered, with a position or not.
   std::size_t messages() {
@@ -117,6 +123,7 @@ class Recorder {
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<std::uint64_t> got_;
+  std::vector<std::uint64_t> acks_;
   std::size_t messages_ = 0;
   std::vector<absl::Status> done_;
 };

@@ -4,6 +4,7 @@
 #ifndef TETHER_INTERNAL_BIDI_OUTBOX_H_
 #define TETHER_INTERNAL_BIDI_OUTBOX_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <exception>
@@ -15,6 +16,8 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "tether/internal/ack_ledger.h"
+#include "tether/internal/deferred.h"
 #include "tether/internal/mutex.h"
 #include "tether/observer.h"
 #include "tether/position.h"
@@ -40,17 +43,25 @@ struct BidiOpen {
   }
 };
 
-// The app's writes, in order, until the server acknowledges them (FIFO, by
-// the app's `acknowledges`) or, without `acknowledges`, until gRPC has
-// written them. The newest attempt is the writer: it writes its open
-// requests, then every entry, then new ones; its responses acknowledge.
-// "Newest" is the order in which the stream started its attempts (`Attach`'s
-// `order`), not the order in which they attach: an attempt cancelled before
-// its start ran may attach after the one that replaced it, and never takes
-// the writes from it.
+// The app's writes, in order, until an acknowledgement of each reaches the
+// app (by the app's `acknowledges`) or, without `acknowledges`, until gRPC
+// has written them. The newest attempt is the writer: it writes its open
+// requests, then every entry, then new ones. "Newest" is the order in which
+// the stream started its attempts (`Attach`'s `order`), not the order in
+// which they attach: an attempt cancelled before its start ran may attach
+// after the one that replaced it, and never takes the writes from it.
 // Older attempts (a migration's fallback) finish the write in flight and
-// write nothing more; their responses acknowledge nothing (the writer
-// replays what they had written, and acknowledges it).
+// write nothing more; the writer replays what they had written.
+//
+// Acknowledgements (the `AckLedger` the stream core asks): a response
+// acknowledges the first waiting write, oldest first, for which
+// `acknowledges(write, response)` is true; the write is done when the core
+// admits that response for the app, whichever attempt it came on. A
+// response that acknowledges a write already done repeats an
+// acknowledgement and is dropped. Only a write taken by more than one
+// attempt (replayed) can be acknowledged twice, so only those are
+// remembered once done: while an attempt that took one still runs, and at
+// most `max` of them (the oldest is forgotten first).
 //
 // The observer hears the outbox's size changes and refused writes through
 // the callout (never after the stream's end reached the app).
@@ -59,7 +70,7 @@ struct BidiOpen {
 // app code (`acknowledges`, `on_writable`, the observer) and no wake-up runs
 // under it.
 template <class Request, class Response>
-class BidiOutbox {
+class BidiOutbox final : public AckLedger {
  public:
   using AckFn = std::function<bool(const Request&, const Response&)>;
   using CalloutFn = std::function<void(const std::function<void()>&)>;
@@ -146,7 +157,68 @@ class BidiOutbox {
     return entries_.size();
   }
 
-  // One attempt's view: what it writes and which of its responses ack.
+  // AckLedger. Runs `acknowledges` with no lock held: first for the oldest
+  // waiting write (FIFO acknowledgements cost one call), then for the
+  // others and the remembered ones.
+  AckMatch Match(const void* message) override {
+    const Response& response = *static_cast<const Response*>(message);
+    Entry oldest;
+    {
+      MutexLock lock(&mu_);
+      if (entries_.empty() && done_.empty()) return AckMatch();
+      if (!entries_.empty()) oldest = entries_.front();
+    }
+    if (oldest.request && acknowledges_(*oldest.request, response)) {
+      return AckMatch{AckMatch::Kind::kWrite, oldest.id};
+    }
+    std::vector<Entry> rest;
+    std::size_t waiting = 0;
+    {
+      MutexLock lock(&mu_);
+      for (const Entry& e : entries_) {
+        if (e.id > oldest.id) rest.push_back(e);
+      }
+      waiting = rest.size();
+      rest.insert(rest.end(), done_.begin(), done_.end());
+    }
+    for (std::size_t i = 0; i < rest.size(); ++i) {
+      if (acknowledges_(*rest[i].request, response)) {
+        return AckMatch{i < waiting ? AckMatch::Kind::kWrite
+                                    : AckMatch::Kind::kRepeat,
+                        rest[i].id};
+      }
+    }
+    return AckMatch();
+  }
+
+  bool Admit(const AckMatch& match, Deferred& later) override {
+    if (match.kind == AckMatch::Kind::kNone) return true;
+    if (match.kind == AckMatch::Kind::kRepeat) return false;
+    std::function<void()> writable;
+    CalloutFn callout;
+    {
+      MutexLock lock(&mu_);
+      auto it = std::lower_bound(
+          entries_.begin(), entries_.end(), match.write,
+          [](const Entry& e, std::uint64_t id) { return e.id < id; });
+      // Done meanwhile: another attempt's acknowledgement was admitted.
+      if (it == entries_.end() || it->id != match.write) return false;
+      if (it->takers > 1 && TakerRunningLocked(*it)) {
+        done_.push_back(*it);
+        if (done_.size() > max_) done_.pop_front();
+      }
+      entries_.erase(it);
+      writable = TakeWritableLocked();
+      if (observer_) callout = callout_;
+    }
+    later.Add([callout, writable, o = observer_] {
+      Tell(callout, [o] { o->OnOutboxChanged(-1); });
+      RunWritable(writable);
+    });
+    return true;
+  }
+
+  // One attempt's view: what it writes.
   class Writes final : public BidiWrites<Request> {
    public:
     using Next = typename BidiWrites<Request>::Next;
@@ -174,8 +246,10 @@ class BidiOutbox {
       if (!b.acknowledges_ && b.entry_writes_in_flight_ > 0) {
         return Next::kNothing;
       }
-      for (const Entry& e : b.entries_) {
+      for (Entry& e : b.entries_) {
         if (e.id >= next_id_) {
+          ++e.takers;
+          e.last_taker = token_;
           *out = e.request;
           next_id_ = e.id + 1;
           in_flight_ = true;
@@ -225,43 +299,6 @@ class BidiOutbox {
       if (b.writer_ == token_ && !b.ended_) b.writer_wake_ = std::move(wake);
     }
 
-    // A response arrived on this attempt: the oldest entry it has written
-    // is acknowledged if the app says so. Only the writer acknowledges.
-    void Received(const Response& response) {
-      BidiOutbox& b = *box_;
-      if (!b.acknowledges_) return;
-      Entry oldest;
-      {
-        MutexLock lock(&b.mu_);
-        if (closed_ || b.writer_ != token_ || b.entries_.empty() ||
-            b.entries_.front().id >= next_id_) {
-          return;
-        }
-        oldest = b.entries_.front();
-      }
-      bool acked = false;
-      try {
-        acked = b.acknowledges_(*oldest.request, response);
-      } catch (...) {
-        acked = false;  // the stream sees the response; nothing is lost
-      }
-      if (!acked) return;
-      std::function<void()> writable;
-      CalloutFn callout;
-      std::int64_t done = 0;
-      {
-        MutexLock lock(&b.mu_);
-        if (!b.entries_.empty() && b.entries_.front().id == oldest.id) {
-          b.entries_.pop_front();
-          done = 1;
-        }
-        writable = b.TakeWritableLocked();
-        if (b.observer_) callout = b.callout_;
-      }
-      b.TellChanged(callout, -done);
-      b.RunWritable(writable);
-    }
-
     // The attempt ended: it writes nothing more.
     void Close() {
       BidiOutbox& b = *box_;
@@ -274,8 +311,20 @@ class BidiOutbox {
           b.writer_ = 0;
           b.writer_wake_ = nullptr;
         }
+        if (attached_) {
+          attached_ = false;
+          b.ClosedLocked(token_);
+        }
       }
       if (wake) wake();
+    }
+
+    // An attempt dropped without an end (its start never ran) is closed
+    // too: what it took can be acknowledged no more.
+    ~Writes() override {
+      BidiOutbox& b = *box_;
+      MutexLock lock(&b.mu_);
+      if (attached_) b.ClosedLocked(token_);
     }
 
    private:
@@ -300,6 +349,7 @@ class BidiOutbox {
     std::uint64_t in_flight_id_ = 0;
     bool sent_writes_done_ = false;
     bool closed_ = false;
+    bool attached_ = true;  // in the outbox's `open_` (until closed)
   };
 
   // A new attempt writes `opens`; it becomes the writer (then writes every
@@ -312,6 +362,7 @@ class BidiOutbox {
     {
       MutexLock lock(&box->mu_);
       token = ++box->tokens_;
+      box->open_.push_back(token);
       if (order >= box->writer_order_) {
         box->writer_ = token;
         box->writer_order_ = order;
@@ -325,7 +376,25 @@ class BidiOutbox {
   struct Entry {
     std::uint64_t id = 0;
     std::shared_ptr<const Request> request;
+    int takers = 0;                // attempts that took it
+    std::uint64_t last_taker = 0;  // the token of the last one
   };
+
+  // Whether an attempt that took `e` may still send a response about it
+  // (attempts take writes in token order: the last taker is the newest).
+  bool TakerRunningLocked(const Entry& e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return !open_.empty() && open_.front() <= e.last_taker;
+  }
+
+  // Attempt `token` ended: forget the done writes no running attempt took.
+  void ClosedLocked(std::uint64_t token) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    open_.erase(std::remove(open_.begin(), open_.end(), token), open_.end());
+    std::deque<Entry> keep;
+    for (Entry& e : done_) {
+      if (TakerRunningLocked(e)) keep.push_back(std::move(e));
+    }
+    done_.swap(keep);
+  }
 
   std::function<void()> TakeWritableLocked()
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -358,6 +427,10 @@ class BidiOutbox {
   const std::shared_ptr<StreamObserver> observer_;
   Mutex mu_;
   std::deque<Entry> entries_ ABSL_GUARDED_BY(mu_);
+  // Replayed writes already acknowledged to the app (see the class comment).
+  std::deque<Entry> done_ ABSL_GUARDED_BY(mu_);
+  // Attempts attached and not closed, by token (increasing).
+  std::vector<std::uint64_t> open_ ABSL_GUARDED_BY(mu_);
   std::uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
   std::uint64_t tokens_ ABSL_GUARDED_BY(mu_) = 0;
   std::uint64_t writer_ ABSL_GUARDED_BY(mu_) = 0;
@@ -376,8 +449,7 @@ class BidiOutbox {
 
 // Runs bidi attempts under the stream core (whose per-attempt "request" is a
 // `BidiOpen`): attaches each attempt to the outbox in the order the stream
-// started them, and lets its responses acknowledge writes before the core
-// sees them.
+// started them, and closes its writes when it ends.
 template <class Request, class Response>
 class BidiCoreFactory final
     : public AttemptFactory<BidiOpen<Request>, Response> {
@@ -412,7 +484,6 @@ class BidiCoreFactory final
              std::shared_ptr<AttemptListener<Response>> core)
         : writes_(std::move(writes)), core_(std::move(core)) {}
     bool OnMessage(Response&& response) override {
-      writes_->Received(response);
       return core_->OnMessage(std::move(response));
     }
     void OnDone(const absl::Status& status) override {

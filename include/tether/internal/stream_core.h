@@ -12,6 +12,7 @@
 //   - `DeliveryQueue` (delivery_queue.h): how the app gets messages, its end
 //     and observer calls;
 //   - `BreakerGate` (breaker_gate.h): the optional circuit breaker;
+//   - `AckLedger` (ack_ledger.h): which bidi write a response acknowledges;
 //   - `Deferred` (deferred.h): calls decided under the lock, made after it.
 #ifndef TETHER_INTERNAL_STREAM_CORE_H_
 #define TETHER_INTERNAL_STREAM_CORE_H_
@@ -26,6 +27,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/optional.h"
 #include "tether/backoff.h"
+#include "tether/internal/ack_ledger.h"
 #include "tether/internal/delivery_queue.h"
 #include "tether/observer.h"
 #include "tether/position.h"
@@ -83,6 +85,9 @@ struct StreamHooks {
     // Internal (not app code): runs under the core's lock once the end is
     // decided. Must not call back into the core.
     std::function<void()> on_end_decided;
+    // Bidi streams with acknowledgements: the outbox, asked about each
+    // response (see `AckLedger`).
+    std::shared_ptr<AckLedger> acks;
 
     Rare();
     ~Rare();

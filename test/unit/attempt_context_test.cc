@@ -1,6 +1,8 @@
 // Copyright 2026 The tether Authors. Licensed under the Apache License 2.0.
 // Per-attempt information, the full end of an attempt (trailers, error
-// details) and server pushback (gRFC A6), on the fakes and a fake clock.
+// details) and the parsing of server pushback (gRFC A6; what a pushback does
+// to a stream of either kind: pushback_test.cc), on the fakes and a fake
+// clock.
 #include <memory>
 #include <mutex>
 #include <string>
@@ -105,83 +107,6 @@ TEST_F(AttemptContextTest, ClassifierSeesTrailersAndErrorDetails) {
   EXPECT_TRUE(seen[0].received_messages);
   EXPECT_FALSE(seen[0].pushback.present);
   EXPECT_EQ(transport_->attempt_count(), 1u);
-}
-
-TEST_F(AttemptContextTest, PushbackReplacesTheBackoffDelay) {
-  transport_->Expect(
-      Transport::Script().Finish(absl::ResourceExhaustedError("slow down"),
-                                 {{"grpc-retry-pushback-ms", "750"}}));
-  transport_->Expect(Transport::Script().Message(M(1)));
-  auto stream = StartStream(Spec());
-  clock_->RunDue();
-  ASSERT_EQ(transport_->attempt_count(), 1u);
-  EXPECT_THAT(events_->backoffs(), ElementsAre(absl::Milliseconds(750)));
-  clock_->AdvanceBy(absl::Milliseconds(749));
-  EXPECT_EQ(transport_->attempt_count(), 1u);  // not at the backoff's 100 ms
-  clock_->AdvanceBy(absl::Milliseconds(1));
-  ASSERT_EQ(transport_->attempt_count(), 2u);
-  EXPECT_EQ(
-      transport_->attempt(1)->started_at() - transport_->attempt(0)->ended_at(),
-      absl::Milliseconds(750));
-  EXPECT_THAT(got(), ElementsAre(1));
-}
-
-TEST_F(AttemptContextTest, ZeroPushbackRetriesAtOnce) {
-  transport_->Expect(Transport::Script().Finish(
-      absl::UnavailableError("busy"), {{"grpc-retry-pushback-ms", "0"}}));
-  transport_->Expect(Transport::Script().Message(M(1)));
-  auto stream = StartStream(Spec());
-  clock_->RunDue();
-  EXPECT_EQ(transport_->attempt_count(), 2u);
-  EXPECT_THAT(events_->backoffs(), ElementsAre(absl::ZeroDuration()));
-}
-
-TEST_F(AttemptContextTest, NegativePushbackEndsTheStreamWithThatStatus) {
-  transport_->Expect(Transport::Script().Message(M(1)).Finish(
-      absl::UnavailableError("go away for good"),
-      {{"grpc-retry-pushback-ms", "-1"}}));
-  auto stream = StartStream(Spec());
-  clock_->AdvanceBy(absl::Seconds(10));
-  EXPECT_EQ(transport_->attempt_count(), 1u);
-  ASSERT_EQ(done().size(), 1u);
-  EXPECT_EQ(done()[0].code(), absl::StatusCode::kUnavailable);
-  EXPECT_EQ(done()[0].message(), "go away for good");
-  EXPECT_THAT(got(), ElementsAre(1));
-}
-
-TEST_F(AttemptContextTest, MalformedPushbackMeansDoNotRetry) {
-  transport_->Expect(
-      Transport::Script().Finish(absl::ResourceExhaustedError("no"),
-                                 {{"grpc-retry-pushback-ms", "soon"}}));
-  auto stream = StartStream(Spec());
-  clock_->AdvanceBy(absl::Seconds(10));
-  EXPECT_EQ(transport_->attempt_count(), 1u);
-  ASSERT_EQ(done().size(), 1u);
-  EXPECT_EQ(done()[0].code(), absl::StatusCode::kResourceExhausted);
-}
-
-TEST_F(AttemptContextTest, PushbackPastTheTimeBudgetGivesUpAtOnce) {
-  options_.max_time_without_progress = absl::Seconds(30);
-  transport_->Expect(
-      Transport::Script().Finish(absl::UnavailableError("maintenance"),
-                                 {{"grpc-retry-pushback-ms", "3600000"}}));
-  auto stream = StartStream(Spec());
-  clock_->RunDue();
-  EXPECT_EQ(transport_->attempt_count(), 1u);
-  ASSERT_EQ(done().size(), 1u);
-  EXPECT_EQ(done()[0].code(), absl::StatusCode::kUnavailable);
-  EXPECT_THAT(std::string(done()[0].message()),
-              HasSubstr("grpc-retry-pushback-ms"));
-}
-
-TEST_F(AttemptContextTest, PushbackDoesNotTurnAPermanentErrorIntoARetry) {
-  transport_->Expect(Transport::Script().Finish(
-      absl::NotFoundError("no such key"), {{"grpc-retry-pushback-ms", "10"}}));
-  auto stream = StartStream(Spec());
-  clock_->AdvanceBy(absl::Seconds(1));
-  EXPECT_EQ(transport_->attempt_count(), 1u);
-  ASSERT_EQ(done().size(), 1u);
-  EXPECT_EQ(done()[0].code(), absl::StatusCode::kNotFound);
 }
 
 TEST(RetryPushbackTest, ParsesGrfcA6Values) {

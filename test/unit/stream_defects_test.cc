@@ -30,7 +30,7 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 // An attempt whose cancel completes only when the test says so, as gRPC's
-// `TryCancel` completes later: `OnDone` comes after other events.
+// `TryCancel` completes later: `OnEnd` comes after other events.
 class LateCancelAttempt final : public Attempt {
  public:
   LateCancelAttempt(std::uint64_t connection, Req request,
@@ -50,7 +50,7 @@ class LateCancelAttempt final : public Attempt {
     if (done_) return;
     done_ = true;
     auto l = std::move(listener_);
-    l->OnDone(status);
+    l->OnEnd(status, Metadata());
   }
   void CompleteCancel() {
     if (cancel_requested_) Finish(absl::CancelledError("cancelled"));
@@ -70,8 +70,9 @@ class LateCancelAttempt final : public Attempt {
 
 class LateCancelFactory final : public AttemptFactory<Req, Resp> {
  public:
-  std::shared_ptr<Attempt> Start(
-      const ConnectionPick& pick, const Req& request,
+  std::shared_ptr<Attempt> StartAttempt(
+      const ConnectionPick& pick, const AttemptInfo& /*info*/,
+      const Req& request,
       std::shared_ptr<AttemptListener<Resp>> listener) override {
     auto a = std::make_shared<LateCancelAttempt>(pick.connection_id, request,
                                                  std::move(listener));
@@ -427,8 +428,9 @@ class RollingSource final : public ConnectionSource {
 
 class LiveOnlyFactory final : public AttemptFactory<Req, Resp> {
  public:
-  std::shared_ptr<Attempt> Start(
-      const ConnectionPick& pick, const Req& request,
+  std::shared_ptr<Attempt> StartAttempt(
+      const ConnectionPick& pick, const AttemptInfo& /*info*/,
+      const Req& request,
       std::shared_ptr<AttemptListener<Resp>> listener) override {
     auto a = std::make_shared<LateCancelAttempt>(pick.connection_id, request,
                                                  std::move(listener));

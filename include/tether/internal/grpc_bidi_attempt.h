@@ -151,14 +151,6 @@ class GrpcBidiAttemptFactory final
   GrpcBidiAttemptFactory(StartFn start, ConfigureAttemptFn configure)
       : start_(std::move(start)), configure_(std::move(configure)) {}
 
-  std::shared_ptr<Attempt> Start(
-      const ConnectionPick& connection, const ResumeState& resume,
-      std::shared_ptr<BidiWrites<Request>> writes,
-      std::shared_ptr<AttemptListener<Response>> listener) override {
-    return StartAttempt(connection, AttemptInfo(), resume, std::move(writes),
-                        std::move(listener));
-  }
-
   std::shared_ptr<Attempt> StartAttempt(
       const ConnectionPick& connection, const AttemptInfo& info,
       const ResumeState& /*resume*/,

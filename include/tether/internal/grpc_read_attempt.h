@@ -58,13 +58,6 @@ class GrpcReadAttemptFactory final : public AttemptFactory<Request, Response> {
   GrpcReadAttemptFactory(StartFn start, ConfigureAttemptFn configure)
       : start_(std::move(start)), configure_(std::move(configure)) {}
 
-  std::shared_ptr<Attempt> Start(
-      const ConnectionPick& connection, const Request& request,
-      std::shared_ptr<AttemptListener<Response>> listener) override {
-    return StartAttempt(connection, AttemptInfo(), request,
-                        std::move(listener));
-  }
-
   std::shared_ptr<Attempt> StartAttempt(
       const ConnectionPick& connection, const AttemptInfo& info,
       const Request& request,

@@ -48,16 +48,24 @@ class AttemptContextTest : public StreamFixture {
   }
 };
 
-TEST_F(AttemptContextTest, EachAttemptKnowsItsNumberReasonPositionConnection) {
-  transport_->Expect(Transport::Script()
-                         .Messages({M(1), M(2)})
-                         .Finish(absl::UnavailableError("bye")));
-  transport_->Expect(Transport::Script().Message(M(3)).GoawayAfter(1));
-  transport_->Expect(Transport::Script().Message(M(4)));
-  auto stream = StartStream(Spec());
-  clock_->RunDue();
-  ASSERT_EQ(transport_->attempt_count(), 3u);
-  std::vector<AttemptInfo> infos = transport_->infos();
+// Both kinds of stream tell each attempt the same: its number, why it
+// started, where it resumes, and on which connection.
+template <class Kind>
+class AttemptInfoTest : public EachKind<Kind> {};
+TYPED_TEST_SUITE(AttemptInfoTest, StreamKinds, StreamKindNames);
+
+TYPED_TEST(AttemptInfoTest, EachAttemptKnowsItsNumberReasonPositionConnection) {
+  using Script = typename TestFixture::Script;
+  auto fake = this->fake();
+  fake->Expect(
+      Script().Messages({M(1), M(2)}).Finish(absl::UnavailableError("bye")));
+  fake->Expect(Script().Message(M(3)).GoawayAfter(1));
+  fake->Expect(Script().Message(M(4)));
+  auto stream = this->StartDefault();
+  this->clock_->RunDue();
+  ASSERT_EQ(fake->attempt_count(), 3u);
+  const std::vector<AttemptInfo> infos = fake->infos();
+  ASSERT_EQ(infos.size(), 3u);
   EXPECT_EQ(infos[0].attempt, 1u);
   EXPECT_EQ(infos[0].reason, AttemptReason::kFirst);
   EXPECT_FALSE(infos[0].resumed);
@@ -71,8 +79,8 @@ TEST_F(AttemptContextTest, EachAttemptKnowsItsNumberReasonPositionConnection) {
   EXPECT_EQ(infos[2].resume_after_seq, 3u);
   // The GOAWAY moved the stream to a new connection.
   EXPECT_NE(infos[2].connection_id, infos[1].connection_id);
-  EXPECT_EQ(infos[2].connection_id, transport_->attempt(2)->connection_id());
-  EXPECT_THAT(got(), ElementsAre(1, 2, 3, 4));
+  EXPECT_EQ(infos[2].connection_id, fake->attempt(2)->connection_id());
+  EXPECT_THAT(this->got(), ElementsAre(1, 2, 3, 4));
 }
 
 TEST_F(AttemptContextTest, ClassifierSeesTrailersAndErrorDetails) {

@@ -315,6 +315,15 @@ class StreamFixture : public ::testing::Test {
     return s.ok() ? *std::move(s) : nullptr;
   }
 
+  // Why a stream with `spec` does not start (OK when it starts: a spec
+  // check then fails on its expectation).
+  absl::Status StartError(Stream::Spec spec) {
+    return Stream::Open(source_, std::move(spec), options_).status();
+  }
+  absl::Status StartError(BidiStream::Spec spec) {
+    return BidiStream::Open(source_, std::move(spec), options_).status();
+  }
+
   std::vector<std::uint64_t> got() { return rec_->got(); }
   std::vector<absl::Status> done() { return rec_->done(); }
 

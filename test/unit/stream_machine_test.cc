@@ -92,21 +92,16 @@ TEST_F(StreamMachineTest, AStartPositionNeedsIntegerPositions) {
   Stream::Spec spec;
   spec.attempt_factory = transport_;
   spec.initial_last_seq = 5;  // nothing to compare it with
-  auto s = Stream::Start(
-      source_, std::move(spec), options_, [](Resp&&) {},
-      [](const absl::Status&) {});
-  ASSERT_FALSE(s.ok());
-  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(s.status().message()),
+  const absl::Status s = StartError(std::move(spec));
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()),
               HasSubstr("StreamSpec.initial_last_seq needs sequence_of or "
                         "position_of"));
   EXPECT_EQ(transport_->attempt_count(), 0u);
   BidiStream::Spec bidi = BidiSpec();
   bidi.position_of = nullptr;
   bidi.initial_position = 5;
-  auto b = BidiStream::Open(source_, std::move(bidi), options_);
-  ASSERT_FALSE(b.ok());
-  EXPECT_THAT(std::string(b.status().message()),
+  EXPECT_THAT(std::string(StartError(std::move(bidi)).message()),
               HasSubstr("BidiStreamSpec.initial_position needs sequence_of or "
                         "position_of"));
 }

@@ -148,9 +148,12 @@ void StreamMachine::OnConnectionAvailable() {
   if (recovery_jitter_ > absl::ZeroDuration()) {
     spread = gen_.Below(recovery_jitter_);
   }
-  if (reopen_due_ - clock_->Now() <= spread) return;
-  reopen_due_ = clock_->Now() + spread;
-  ArmLocked(reopen_timer_, spread, &StreamMachine::OnReopenTimerLocked);
+  // Never earlier than the retry budget allows.
+  const absl::Time now = clock_->Now();
+  const absl::Time earliest = std::max(now + spread, retry_.not_before());
+  if (reopen_due_ <= earliest) return;
+  reopen_due_ = earliest;
+  ArmLocked(reopen_timer_, earliest - now, &StreamMachine::OnReopenTimerLocked);
 }
 
 void StreamMachine::OnSettleTimerLocked(const std::shared_ptr<AttemptRec>& rec,

@@ -62,15 +62,16 @@ class NoopAttempt final : public tether::Attempt {
 class DirectFactory final
     : public tether::AttemptFactory<WatchRequest, Event> {
  public:
-  std::shared_ptr<tether::Attempt> Start(
-      const tether::ConnectionPick&, const WatchRequest&,
+  std::shared_ptr<tether::Attempt> StartAttempt(
+      const tether::ConnectionPick&, const tether::AttemptInfo&,
+      const WatchRequest&,
       std::shared_ptr<tether::AttemptListener<Event>> listener) override {
     listener_ = std::move(listener);
     return std::make_shared<NoopAttempt>();
   }
   // Ends the attempt (as gRPC would after a cancel).
   void Finish() {
-    if (listener_) listener_->OnDone(absl::CancelledError("bench"));
+    if (listener_) listener_->OnEnd(absl::CancelledError("bench"), {});
     listener_.reset();
   }
   std::shared_ptr<tether::AttemptListener<Event>> listener_;

@@ -153,7 +153,8 @@ absl::StatusOr<std::unique_ptr<KeyWatcher>> KeyWatcher::Start(
     return Classify(r).kind == ResponseKind::kCompacted;
   };
   spec.resync = [self](ResyncDone done) { self->Resync(std::move(done)); };
-  spec.configure_context = [](grpc::ClientContext& context) {
+  spec.configure_attempt = [](grpc::ClientContext& context,
+                              const AttemptInfo& /*info*/) {
     // etcd's "require leader": a member cut off from its leader ends the
     // watch (UNAVAILABLE) instead of keeping it silently stale.
     context.AddMetadata("hasleader", "true");

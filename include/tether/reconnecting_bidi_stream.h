@@ -22,14 +22,19 @@
 #include "tether/position.h"
 #include "tether/reconnecting_stream.h"
 #include "tether/stream_options.h"
+#include "tether/stream_spec_base.h"
 #include "tether/transport.h"
 
 namespace tether {
 
 // What a bidi stream calls, how each attempt opens, and how it resumes.
 // `Request`/`Response` are the generated message types of a bidi method.
+// The fields every stream spec has (positions, cursors, resync, drain
+// notices, `configure_attempt`) come from `StreamSpecBase`
+// (tether/stream_spec_base.h); a bidi stream resumes through
+// `open_requests`.
 template <class Request, class Response>
-struct BidiStreamSpec {
+struct BidiStreamSpec : StreamSpecBase<Response> {
   // Calls exactly one generated callback bidi method and nothing else
   // (tether calls StartRead/StartWrite/StartCall itself), e.g.
   //   [](const std::shared_ptr<grpc::Channel>& ch, grpc::ClientContext* ctx,
@@ -59,34 +64,6 @@ struct BidiStreamSpec {
   // once gRPC has written it (never replayed).
   std::function<bool(const Request& write, const Response& response)>
       acknowledges;
-
-  // Positions, as in StreamSpec (one of sequence_of / position_of /
-  // cursor_of, or none: every message is delivered). No resume hooks: the
-  // resume state goes to `open_requests`.
-  std::function<absl::optional<std::uint64_t>(const Response&)> sequence_of;
-  std::function<Position(const Response&)> position_of;
-  PositionSpacing spacing = PositionSpacing::kDense;
-  std::function<void(Response&, std::uint64_t last_delivered)> trim_delivered;
-  bool deliver_progress = false;
-  std::function<absl::optional<std::string>(const Response&)> cursor_of;
-  absl::optional<std::string> initial_cursor;
-  std::function<bool(const Response&)> resync_on_message;
-  std::function<bool(const absl::Status&)> resync_on_end;
-  std::function<void(ResyncDone done)> resync;
-  // Drain notices, as in StreamSpec: a notice moves the stream as a drain
-  // does (the new attempt carries the writes, replaying the unacknowledged
-  // ones), and reaches the app only with `deliver_drain_notice`.
-  std::function<bool(const Response&)> is_drain_notice;
-  bool deliver_drain_notice = false;
-
-  // Optional: sets up each attempt's context. Called before `start`.
-  std::function<void(grpc::ClientContext&)> configure_context;
-
-  // Optional, as in StreamSpec: the same, knowing which attempt this is
-  // (number, reason, resume position, connection). Called after
-  // `configure_context` (both may be set), before `start`.
-  std::function<void(grpc::ClientContext&, const AttemptInfo&)>
-      configure_attempt;
 
   // Advanced: replaces `start` (test doubles:
   // `tether::fakes::FakeBidiTransport`).
@@ -214,27 +191,23 @@ class ReconnectingBidiStream {
       }
       spec.attempt_factory =
           std::make_shared<internal::GrpcBidiAttemptFactory<Request, Response>>(
-              std::move(spec.start),
-              internal::CombineConfigure(std::move(spec.configure_context),
-                                         std::move(spec.configure_attempt)));
+              std::move(spec.start), std::move(spec.configure_attempt));
     }
     if (!spec.open_requests) {
       return absl::InvalidArgumentError(
           "BidiStreamSpec.open_requests is empty: an attempt would not know "
           "what to write first (return an empty vector for nothing)");
     }
-    s = internal::CheckPositionFields(spec, "BidiStreamSpec");
-    if (!s.ok()) return s;
-    s = internal::CheckInitialPosition(spec, spec.initial_position,
-                                       "BidiStreamSpec", "initial_position");
+    using Open = internal::BidiOpen<Request>;
+    internal::StreamHooks hooks;
+    internal::SpecFunctions<Open, Response> fns;
+    s = internal::TakeSharedFields(spec, /*server_resume=*/nullptr,
+                                   spec.initial_position, "BidiStreamSpec",
+                                   "initial_position", hooks, fns);
     if (!s.ok()) return s;
     const bool acknowledged = static_cast<bool>(spec.acknowledges);
     auto box = std::make_shared<Box>(
         options.max_outbox, std::move(spec.acknowledges), options.observer);
-    using Open = internal::BidiOpen<Request>;
-    internal::StreamHooks hooks;
-    hooks.initial_position = spec.initial_position;
-    internal::SpecFunctions<Open, Response> fns;
     hooks.resume = true;
     hooks.resume_always = true;
     hooks.resume_name = "open_requests";
@@ -243,7 +216,6 @@ class ReconnectingBidiStream {
       if (auto b = weak.lock()) b->End();
     };
     if (acknowledged) hooks.MutableRare().acks = box;
-    internal::TakePositionFields(spec, hooks, fns);
     Open open;
     open.open_requests = std::make_shared<const typename Open::OpenFn>(
         std::move(spec.open_requests));

@@ -19,15 +19,18 @@
 #include "tether/internal/stream_core.h"
 #include "tether/position.h"
 #include "tether/stream_options.h"
+#include "tether/stream_spec_base.h"
 #include "tether/target.h"
 #include "tether/transport.h"
 
 namespace tether {
 
-// What a stream calls, and how it resumes. `Request`/`Response` are the
-// generated message types of a server-streaming method.
+// What a server stream calls, and how it resumes. `Request`/`Response` are
+// the generated message types of a server-streaming method. The fields
+// every stream spec has (positions, cursors, resync, drain notices,
+// `configure_attempt`) come from `StreamSpecBase` (tether/stream_spec_base.h).
 template <class Request, class Response>
-struct StreamSpec {
+struct StreamSpec : StreamSpecBase<Response> {
   // Starts one attempt with the user's own generated stub on `channel`.
   // Must call exactly one generated callback method and nothing else (tether
   // calls StartRead/StartCall itself). Called once per attempt, from any
@@ -45,97 +48,13 @@ struct StreamSpec {
   // The first request. Reopens send a copy updated by `resume_after`.
   Request request;
 
-  // Reads the sequence number of a response; nullopt when the message has
-  // none, which ends the stream with INTERNAL (a server bug, not a retry).
-  // Any callable returning something convertible to
-  // `absl::optional<std::uint64_t>` fits: `[](const Event& e) { return
-  // e.seq(); }` needs no explicit return type; `tether::SequenceFrom(
-  // &Event::seq)` reads a getter, 0 included as a position.
-  // Leave empty for streams without sequence numbers: every reopen then
-  // sends `request` unchanged and every message is delivered.
-  std::function<absl::optional<std::uint64_t>(const Response&)> sequence_of;
-
   // Writes "resume after seq N" into a copy of `request`. Required with
-  // `sequence_of` or `position_of`.
+  // `sequence_of` or `position_of` (and only with them).
   std::function<void(Request&, std::uint64_t last_delivered)> resume_after;
 
-  // General positions (instead of `sequence_of`, which is
-  // `Position::Item(seq)` with dense spacing): what each response says
-  // about the stream's position (tether/position.h: None, Item, Items,
-  // Progress). Needs `resume_after`.
-  std::function<Position(const Response&)> position_of;
-  // kDense (default): a skip is a gap (`gap_policy`); kSparse: any increase
-  // is fine. Needs `position_of`.
-  PositionSpacing spacing = PositionSpacing::kDense;
-  // Removes the items at or below `last_delivered` from a batch that
-  // straddles it (a reopen's or migration's overlap), so each item is
-  // delivered once. Without it such a batch ends the stream with
-  // FAILED_PRECONDITION. Needs `position_of`.
-  std::function<void(Response&, std::uint64_t last_delivered)> trim_delivered;
-  // Whether progress notices (`Position::Progress`) reach the app. Default
-  // false: they only move the resume position.
-  bool deliver_progress = false;
-
-  // Opaque cursors, for servers that send in order and resume strictly after
-  // a cursor (instead of `sequence_of`/`position_of`): the response's
-  // cursor, nullopt for a control message (delivered, nothing moves).
-  // During a migration's overlap, the new attempt's messages whose cursor
-  // the stream delivered since that attempt's resume cursor are dropped.
-  std::function<absl::optional<std::string>(const Response&)> cursor_of;
   // Writes "resume after cursor C" into a copy of `request`. Required with
-  // `cursor_of`.
+  // `cursor_of` (and only with it).
   std::function<void(Request&, const std::string& cursor)> resume_from_cursor;
-  // The cursor `request` already resumes after, if any. Needs `cursor_of`.
-  absl::optional<std::string> initial_cursor;
-
-  // Resync (integer positions only): a message (`resync_on_message`) or an
-  // attempt end (`resync_on_end`) that says "cannot resume from here"
-  // (etcd: a canceled watch with compact_revision; HTTP 410). The stream
-  // cancels its attempts, calls `resync` on a thread of its resync pool
-  // (`ReconnectingStreamOptions::resync_pool`; blocking is fine there, it
-  // typically lists the current state, and one hung listing delays no other
-  // stream's resync while the pool has threads to spare), then
-  // resumes after the position `resync` gives. The triggering message is
-  // not delivered. `resync` needs a trigger and vice versa.
-  std::function<bool(const Response&)> resync_on_message;
-  std::function<bool(const absl::Status&)> resync_on_end;
-  std::function<void(ResyncDone done)> resync;
-
-  // Drain notices: the server's own message that says "this server is
-  // leaving" (what `tether::server::DrainHooks::send_notice` sends). True
-  // for such a message. On one, the stream moves exactly as when its
-  // connection announces a drain (a GOAWAY; with `migrate_on_drain`): a new
-  // attempt resumes from the last delivered position, the old one runs on
-  // until the new one delivers. Nothing counts against the breaker or the
-  // reopen budget; the observer sees `OnDrainNotice`, then an attempt
-  // started for `AttemptReason::kDrainNotice`. The connection is not marked
-  // draining: behind an L7 proxy it is healthy, and the new call goes
-  // through the proxy again. If it lands on the leaving server, that server
-  // sends a notice again and the stream moves again: 8 moves in a row at
-  // once, then at most 10 a second (never a spin). A notice carries no
-  // position (the position readers never see it). Called for every message
-  // from any thread, with no tether lock held. Default empty: no notices.
-  std::function<bool(const Response&)> is_drain_notice;
-  // Whether drain notices also reach the app, in order with the other
-  // messages. Default false. Needs `is_drain_notice`.
-  bool deliver_drain_notice = false;
-
-  // Optional: sets up each attempt's context (metadata, a per-attempt
-  // deadline, ...). Called once per attempt, before `start`.
-  std::function<void(grpc::ClientContext&)> configure_context;
-
-  // Optional, the successor of `configure_context`: the same, knowing which
-  // attempt this is (`info.attempt`, `info.reason`: first, reopen,
-  // migration or resync; `info.resumed`/`info.resume_after_seq`;
-  // `info.connection_id`). Called once per attempt, after
-  // `configure_context` (both may be set), before `start`, from any thread,
-  // with no tether lock held. For example:
-  //   spec.configure_attempt = [](grpc::ClientContext& ctx,
-  //                               const tether::AttemptInfo& info) {
-  //     ctx.AddMetadata("x-attempt", std::to_string(info.attempt));
-  //   };
-  std::function<void(grpc::ClientContext&, const AttemptInfo&)>
-      configure_attempt;
 
   // Advanced: replaces `start` with another way to run attempts. Test
   // doubles (`tether::fakes::FakeTransport`) plug in here.
@@ -252,25 +171,21 @@ class ReconnectingStream {
       }
       spec.attempt_factory =
           internal::MakeGrpcReadAttemptFactory<Request, Response>(
-              spec.start,
-              internal::CombineConfigure(std::move(spec.configure_context),
-                                         std::move(spec.configure_attempt)));
+              spec.start, std::move(spec.configure_attempt));
     }
-    s = internal::CheckPositionFields(spec, "StreamSpec");
-    if (!s.ok()) return s;
-    s = internal::CheckServerResumeFields(spec, "StreamSpec");
-    if (!s.ok()) return s;
-    s = internal::CheckInitialPosition(spec, spec.initial_last_seq,
-                                       "StreamSpec", "initial_last_seq");
-    if (!s.ok()) return s;
     internal::StreamHooks hooks;
-    hooks.initial_position = spec.initial_last_seq;
     internal::SpecFunctions<Request, Response> fns;
+    const internal::ServerResumeFields resume{
+        static_cast<bool>(spec.resume_after),
+        static_cast<bool>(spec.resume_from_cursor)};
+    s = internal::TakeSharedFields(spec, &resume, spec.initial_last_seq,
+                                   "StreamSpec", "initial_last_seq", hooks,
+                                   fns);
+    if (!s.ok()) return s;
     hooks.resume =
         static_cast<bool>(spec.resume_after || spec.resume_from_cursor);
     fns.resume_after = std::move(spec.resume_after);
     fns.resume_from_cursor = std::move(spec.resume_from_cursor);
-    internal::TakePositionFields(spec, hooks, fns);
     auto core = Core::Create(
         target.source(),
         std::make_unique<internal::TypedStreamParts<Request, Response>>(

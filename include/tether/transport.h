@@ -126,29 +126,26 @@ class Attempt {
   virtual ~Attempt() = default;
   // Continues reading after `AttemptListener::OnMessage` returned false.
   virtual void Resume() = 0;
-  // Cancels the call. `OnDone` still follows, exactly once.
+  // Cancels the call. `AttemptListener::OnEnd` still follows, exactly once.
   virtual void Cancel() = 0;
 };
 
 // Receives one attempt's messages and its end.
 //
 // The attempt calls `OnMessage` for each message, one at a time, never
-// concurrently with another call for the same attempt, and `OnDone` exactly
-// once, last.
+// concurrently with another call for the same attempt, and `OnEnd` exactly
+// once, last. The end has one entry point, so a listener that wraps another
+// cannot pass the status on and lose the trailers.
 template <class Response>
 class AttemptListener {
  public:
   virtual ~AttemptListener() = default;
   // Returns true to keep reading; false pauses the attempt until `Resume`.
   virtual bool OnMessage(Response&& response) = 0;
-  virtual void OnDone(const absl::Status& status) = 0;
-  // The end, with the server's trailing metadata. An attempt that has
-  // trailers calls this instead of `OnDone` (exactly one of the two, once).
-  // Default: `OnDone(status)`.
+  // The end, with the server's trailing metadata (empty when there is none,
+  // e.g. a call that never reached a server, or a cancelled one).
   virtual void OnEnd(const absl::Status& status,
-                     const Metadata& /*trailing_metadata*/) {
-    OnDone(status);
-  }
+                     const Metadata& trailing_metadata) = 0;
 };
 
 // Starts attempts. The production factory calls the user's generated stub.
@@ -156,19 +153,14 @@ template <class Request, class Response>
 class AttemptFactory {
  public:
   virtual ~AttemptFactory() = default;
-  // Starts one call on `connection` with `request`. Callbacks to `listener`
-  // may begin before this returns, on this or another thread.
-  virtual std::shared_ptr<Attempt> Start(
-      const ConnectionPick& connection, const Request& request,
-      std::shared_ptr<AttemptListener<Response>> listener) = 0;
-  // Like `Start`, knowing which attempt this is (number, reason, resume
-  // position, connection). Streams call this one. Default: `Start`.
+  // Starts one call on `connection` with `request`, knowing which attempt
+  // this is (`info`: number, reason, resume position, connection).
+  // Callbacks to `listener` may begin before this returns, on this or
+  // another thread.
   virtual std::shared_ptr<Attempt> StartAttempt(
-      const ConnectionPick& connection, const AttemptInfo& /*info*/,
+      const ConnectionPick& connection, const AttemptInfo& info,
       const Request& request,
-      std::shared_ptr<AttemptListener<Response>> listener) {
-    return Start(connection, request, std::move(listener));
-  }
+      std::shared_ptr<AttemptListener<Response>> listener) = 0;
 };
 
 // What one bidi attempt writes, in order: the open requests built from where
@@ -204,20 +196,13 @@ class BidiAttemptFactory {
  public:
   virtual ~BidiAttemptFactory() = default;
   // Starts one call on `connection` that resumes from `resume` and writes
-  // what `writes` gives. Callbacks to `listener` may begin before this
-  // returns, on this or another thread.
-  virtual std::shared_ptr<Attempt> Start(
-      const ConnectionPick& connection, const ResumeState& resume,
-      std::shared_ptr<BidiWrites<Request>> writes,
-      std::shared_ptr<AttemptListener<Response>> listener) = 0;
-  // Like `Start`, knowing which attempt this is (number, reason, resume
-  // position, connection). Streams call this one. Default: `Start`.
+  // what `writes` gives, knowing which attempt this is (`info`: number,
+  // reason, resume position, connection). Callbacks to `listener` may begin
+  // before this returns, on this or another thread.
   virtual std::shared_ptr<Attempt> StartAttempt(
-      const ConnectionPick& connection, const AttemptInfo& /*info*/,
+      const ConnectionPick& connection, const AttemptInfo& info,
       const ResumeState& resume, std::shared_ptr<BidiWrites<Request>> writes,
-      std::shared_ptr<AttemptListener<Response>> listener) {
-    return Start(connection, resume, std::move(writes), std::move(listener));
-  }
+      std::shared_ptr<AttemptListener<Response>> listener) = 0;
 };
 
 }  // namespace tether

@@ -34,16 +34,5 @@ Metadata TrailersOf(const grpc::ClientContext& context) {
   return out;
 }
 
-ConfigureAttemptFn CombineConfigure(
-    std::function<void(grpc::ClientContext&)> context_only,
-    ConfigureAttemptFn with_info) {
-  if (!context_only) return with_info;
-  return [old = std::move(context_only), fresh = std::move(with_info)](
-             grpc::ClientContext& context, const AttemptInfo& info) {
-    old(context);
-    if (fresh) fresh(context, info);
-  };
-}
-
 }  // namespace internal
 }  // namespace tether

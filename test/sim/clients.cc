@@ -32,8 +32,9 @@ const char* StreamKindName(StreamKind k) {
 class Client::Factory final : public AttemptFactory<SimReq, SimMsg> {
  public:
   Factory(Network& network, Feed& feed) : network_(network), feed_(feed) {}
-  std::shared_ptr<Attempt> Start(
-      const ConnectionPick& pick, const SimReq& request,
+  std::shared_ptr<Attempt> StartAttempt(
+      const ConnectionPick& pick, const AttemptInfo& /*info*/,
+      const SimReq& request,
       std::shared_ptr<AttemptListener<SimMsg>> listener) override {
     return network_.StartCall(&feed_, pick.connection_id, request.has_after,
                               request.after, std::move(listener), nullptr);
@@ -47,8 +48,9 @@ class Client::Factory final : public AttemptFactory<SimReq, SimMsg> {
 class Client::BidiFactory final : public BidiAttemptFactory<SimWrite, SimMsg> {
  public:
   BidiFactory(Network& network, Feed& feed) : network_(network), feed_(feed) {}
-  std::shared_ptr<Attempt> Start(
-      const ConnectionPick& pick, const ResumeState& resume,
+  std::shared_ptr<Attempt> StartAttempt(
+      const ConnectionPick& pick, const AttemptInfo& /*info*/,
+      const ResumeState& resume,
       std::shared_ptr<BidiWrites<SimWrite>> writes,
       std::shared_ptr<AttemptListener<SimMsg>> listener) override {
     return network_.StartCall(&feed_, pick.connection_id, resume.has_position,

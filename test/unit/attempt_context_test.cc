@@ -1,6 +1,8 @@
 // Copyright 2026 The tether Authors. Licensed under the Apache License 2.0.
 // Per-attempt information, the full end of an attempt (trailers, error
-// details) and server pushback (gRFC A6), on the fakes and a fake clock.
+// details) and the parsing of server pushback (gRFC A6; what a pushback does
+// to a stream of either kind: pushback_test.cc), on the fakes and a fake
+// clock.
 #include <memory>
 #include <mutex>
 #include <string>
@@ -46,16 +48,24 @@ class AttemptContextTest : public StreamFixture {
   }
 };
 
-TEST_F(AttemptContextTest, EachAttemptKnowsItsNumberReasonPositionConnection) {
-  transport_->Expect(Transport::Script()
-                         .Messages({M(1), M(2)})
-                         .Finish(absl::UnavailableError("bye")));
-  transport_->Expect(Transport::Script().Message(M(3)).GoawayAfter(1));
-  transport_->Expect(Transport::Script().Message(M(4)));
-  auto stream = StartStream(Spec());
-  clock_->RunDue();
-  ASSERT_EQ(transport_->attempt_count(), 3u);
-  std::vector<AttemptInfo> infos = transport_->infos();
+// Both kinds of stream tell each attempt the same: its number, why it
+// started, where it resumes, and on which connection.
+template <class Kind>
+class AttemptInfoTest : public EachKind<Kind> {};
+TYPED_TEST_SUITE(AttemptInfoTest, StreamKinds, StreamKindNames);
+
+TYPED_TEST(AttemptInfoTest, EachAttemptKnowsItsNumberReasonPositionConnection) {
+  using Script = typename TestFixture::Script;
+  auto fake = this->fake();
+  fake->Expect(
+      Script().Messages({M(1), M(2)}).Finish(absl::UnavailableError("bye")));
+  fake->Expect(Script().Message(M(3)).GoawayAfter(1));
+  fake->Expect(Script().Message(M(4)));
+  auto stream = this->StartDefault();
+  this->clock_->RunDue();
+  ASSERT_EQ(fake->attempt_count(), 3u);
+  const std::vector<AttemptInfo> infos = fake->infos();
+  ASSERT_EQ(infos.size(), 3u);
   EXPECT_EQ(infos[0].attempt, 1u);
   EXPECT_EQ(infos[0].reason, AttemptReason::kFirst);
   EXPECT_FALSE(infos[0].resumed);
@@ -69,8 +79,8 @@ TEST_F(AttemptContextTest, EachAttemptKnowsItsNumberReasonPositionConnection) {
   EXPECT_EQ(infos[2].resume_after_seq, 3u);
   // The GOAWAY moved the stream to a new connection.
   EXPECT_NE(infos[2].connection_id, infos[1].connection_id);
-  EXPECT_EQ(infos[2].connection_id, transport_->attempt(2)->connection_id());
-  EXPECT_THAT(got(), ElementsAre(1, 2, 3, 4));
+  EXPECT_EQ(infos[2].connection_id, fake->attempt(2)->connection_id());
+  EXPECT_THAT(this->got(), ElementsAre(1, 2, 3, 4));
 }
 
 TEST_F(AttemptContextTest, ClassifierSeesTrailersAndErrorDetails) {
@@ -105,83 +115,6 @@ TEST_F(AttemptContextTest, ClassifierSeesTrailersAndErrorDetails) {
   EXPECT_TRUE(seen[0].received_messages);
   EXPECT_FALSE(seen[0].pushback.present);
   EXPECT_EQ(transport_->attempt_count(), 1u);
-}
-
-TEST_F(AttemptContextTest, PushbackReplacesTheBackoffDelay) {
-  transport_->Expect(
-      Transport::Script().Finish(absl::ResourceExhaustedError("slow down"),
-                                 {{"grpc-retry-pushback-ms", "750"}}));
-  transport_->Expect(Transport::Script().Message(M(1)));
-  auto stream = StartStream(Spec());
-  clock_->RunDue();
-  ASSERT_EQ(transport_->attempt_count(), 1u);
-  EXPECT_THAT(events_->backoffs(), ElementsAre(absl::Milliseconds(750)));
-  clock_->AdvanceBy(absl::Milliseconds(749));
-  EXPECT_EQ(transport_->attempt_count(), 1u);  // not at the backoff's 100 ms
-  clock_->AdvanceBy(absl::Milliseconds(1));
-  ASSERT_EQ(transport_->attempt_count(), 2u);
-  EXPECT_EQ(
-      transport_->attempt(1)->started_at() - transport_->attempt(0)->ended_at(),
-      absl::Milliseconds(750));
-  EXPECT_THAT(got(), ElementsAre(1));
-}
-
-TEST_F(AttemptContextTest, ZeroPushbackRetriesAtOnce) {
-  transport_->Expect(Transport::Script().Finish(
-      absl::UnavailableError("busy"), {{"grpc-retry-pushback-ms", "0"}}));
-  transport_->Expect(Transport::Script().Message(M(1)));
-  auto stream = StartStream(Spec());
-  clock_->RunDue();
-  EXPECT_EQ(transport_->attempt_count(), 2u);
-  EXPECT_THAT(events_->backoffs(), ElementsAre(absl::ZeroDuration()));
-}
-
-TEST_F(AttemptContextTest, NegativePushbackEndsTheStreamWithThatStatus) {
-  transport_->Expect(Transport::Script().Message(M(1)).Finish(
-      absl::UnavailableError("go away for good"),
-      {{"grpc-retry-pushback-ms", "-1"}}));
-  auto stream = StartStream(Spec());
-  clock_->AdvanceBy(absl::Seconds(10));
-  EXPECT_EQ(transport_->attempt_count(), 1u);
-  ASSERT_EQ(done().size(), 1u);
-  EXPECT_EQ(done()[0].code(), absl::StatusCode::kUnavailable);
-  EXPECT_EQ(done()[0].message(), "go away for good");
-  EXPECT_THAT(got(), ElementsAre(1));
-}
-
-TEST_F(AttemptContextTest, MalformedPushbackMeansDoNotRetry) {
-  transport_->Expect(
-      Transport::Script().Finish(absl::ResourceExhaustedError("no"),
-                                 {{"grpc-retry-pushback-ms", "soon"}}));
-  auto stream = StartStream(Spec());
-  clock_->AdvanceBy(absl::Seconds(10));
-  EXPECT_EQ(transport_->attempt_count(), 1u);
-  ASSERT_EQ(done().size(), 1u);
-  EXPECT_EQ(done()[0].code(), absl::StatusCode::kResourceExhausted);
-}
-
-TEST_F(AttemptContextTest, PushbackPastTheTimeBudgetGivesUpAtOnce) {
-  options_.max_time_without_progress = absl::Seconds(30);
-  transport_->Expect(
-      Transport::Script().Finish(absl::UnavailableError("maintenance"),
-                                 {{"grpc-retry-pushback-ms", "3600000"}}));
-  auto stream = StartStream(Spec());
-  clock_->RunDue();
-  EXPECT_EQ(transport_->attempt_count(), 1u);
-  ASSERT_EQ(done().size(), 1u);
-  EXPECT_EQ(done()[0].code(), absl::StatusCode::kUnavailable);
-  EXPECT_THAT(std::string(done()[0].message()),
-              HasSubstr("grpc-retry-pushback-ms"));
-}
-
-TEST_F(AttemptContextTest, PushbackDoesNotTurnAPermanentErrorIntoARetry) {
-  transport_->Expect(Transport::Script().Finish(
-      absl::NotFoundError("no such key"), {{"grpc-retry-pushback-ms", "10"}}));
-  auto stream = StartStream(Spec());
-  clock_->AdvanceBy(absl::Seconds(1));
-  EXPECT_EQ(transport_->attempt_count(), 1u);
-  ASSERT_EQ(done().size(), 1u);
-  EXPECT_EQ(done()[0].code(), absl::StatusCode::kNotFound);
 }
 
 TEST(RetryPushbackTest, ParsesGrfcA6Values) {

@@ -225,32 +225,6 @@ TEST_F(BidiStreamTest, AcknowledgesThatThrowsEndsTheStream) {
   EXPECT_EQ(rec_->messages(), 0u);
 }
 
-TEST_F(BidiStreamTest, EachAttemptKnowsItsNumberReasonAndResumePosition) {
-  auto stream = StartBidi(BidiSpec());
-  auto first = bidi_->attempt(0);
-  first->Send(M(4));
-  source_->Drain(first->connection_id());  // a migration
-  ASSERT_EQ(bidi_->attempt_count(), 2u);
-  auto second = bidi_->attempt(1);
-  second->Send(M(5));
-  second->Finish(absl::UnavailableError("gone"));  // a reopen
-  clock_->RunDue();
-  ASSERT_EQ(bidi_->attempt_count(), 3u);
-  const std::vector<AttemptInfo> infos = bidi_->infos();
-  ASSERT_EQ(infos.size(), 3u);
-  EXPECT_EQ(infos[0].attempt, 1u);
-  EXPECT_EQ(infos[0].reason, AttemptReason::kFirst);
-  EXPECT_FALSE(infos[0].resumed);
-  EXPECT_EQ(infos[1].attempt, 2u);
-  EXPECT_EQ(infos[1].reason, AttemptReason::kMigration);
-  EXPECT_TRUE(infos[1].resumed);
-  EXPECT_EQ(infos[1].resume_after_seq, 4u);
-  EXPECT_EQ(infos[2].attempt, 3u);
-  EXPECT_EQ(infos[2].reason, AttemptReason::kReopen);
-  EXPECT_EQ(infos[2].resume_after_seq, 5u);
-  EXPECT_NE(infos[2].connection_id, 0u);
-}
-
 TEST_F(BidiStreamTest, FullOutboxRefusesThenCallsOnWritable) {
   options_.max_outbox = 2;
   auto stream = StartBidi(BidiSpec());

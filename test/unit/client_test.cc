@@ -19,6 +19,7 @@
 #include "absl/types/optional.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "test/unit/stream_fixture.h"
 #include "tether/testing/fake_bidi_transport.h"
 #include "tether/testing/fake_clock.h"
 #include "tether/testing/fake_transport.h"
@@ -29,12 +30,8 @@ namespace {
 
 using ::testing::HasSubstr;
 
-struct Req {
-  std::uint64_t after = 0;
-};
-struct Resp {
-  std::uint64_t seq = 0;
-};
+using stream_test::Req;
+using stream_test::Resp;
 
 using Transport = fakes::FakeTransport<Req, Resp>;
 using Script = Transport::Script;

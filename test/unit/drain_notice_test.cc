@@ -200,21 +200,14 @@ TEST_F(DrainNoticeTest, WithoutMigrateOnDrainTheStreamStaysUntilTheEnd) {
 TEST_F(DrainNoticeTest, DeliverWithoutTheHookIsRejected) {
   Stream::Spec spec = SeqSpec();
   spec.deliver_drain_notice = true;
-  auto s = Stream::Start(
-      source_, std::move(spec), options_, [](Resp&&) {},
-      [](const absl::Status&) {});
-  ASSERT_FALSE(s.ok());
-  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(s.status().message()),
+  const absl::Status s = StartError(std::move(spec));
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()),
               HasSubstr("StreamSpec.deliver_drain_notice needs "
                         "is_drain_notice"));
   BidiStream::Spec bidi = BidiSpec();
   bidi.deliver_drain_notice = true;
-  auto b = BidiStream::Start(
-      source_, std::move(bidi), options_, [](Resp&&) {},
-      [](const absl::Status&) {});
-  ASSERT_FALSE(b.ok());
-  EXPECT_THAT(std::string(b.status().message()),
+  EXPECT_THAT(std::string(StartError(std::move(bidi)).message()),
               HasSubstr("BidiStreamSpec.deliver_drain_notice"));
   EXPECT_EQ(transport_->attempt_count(), 0u);
   EXPECT_EQ(bidi_->attempt_count(), 0u);

@@ -38,7 +38,9 @@ class Recorder final : public AttemptListener<Resp> {
     got.push_back(r.seq);
     return got.size() < pause_after;
   }
-  void OnDone(const absl::Status& s) override { done.push_back(s); }
+  void OnEnd(const absl::Status& s, const Metadata& /*trailers*/) override {
+    done.push_back(s);
+  }
 
   std::vector<std::uint64_t> got;
   std::vector<absl::Status> done;
@@ -48,7 +50,8 @@ class Recorder final : public AttemptListener<Resp> {
 class FakeCancelTest : public ::testing::Test {
  protected:
   std::shared_ptr<Transport::FakeAttempt> StartOne(Transport& t) {
-    t.Start(ConnectionPick{1, nullptr}, Req{"k"}, recorder_);
+    t.StartAttempt(ConnectionPick{1, nullptr}, AttemptInfo(), Req{"k"},
+                   recorder_);
     return t.last_attempt();
   }
 

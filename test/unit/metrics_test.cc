@@ -25,12 +25,8 @@ namespace {
 
 using ::testing::ElementsAre;
 
-struct Req {
-  std::uint64_t after = 0;
-};
-struct Resp {
-  std::uint64_t seq = 0;
-};
+using stream_test::Req;
+using stream_test::Resp;
 using Stream = ReconnectingStream<Req, Resp>;
 using Transport = fakes::FakeTransport<Req, Resp>;
 

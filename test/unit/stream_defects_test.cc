@@ -30,7 +30,7 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 // An attempt whose cancel completes only when the test says so, as gRPC's
-// `TryCancel` completes later: `OnDone` comes after other events.
+// `TryCancel` completes later: `OnEnd` comes after other events.
 class LateCancelAttempt final : public Attempt {
  public:
   LateCancelAttempt(std::uint64_t connection, Req request,
@@ -50,7 +50,7 @@ class LateCancelAttempt final : public Attempt {
     if (done_) return;
     done_ = true;
     auto l = std::move(listener_);
-    l->OnDone(status);
+    l->OnEnd(status, Metadata());
   }
   void CompleteCancel() {
     if (cancel_requested_) Finish(absl::CancelledError("cancelled"));
@@ -68,17 +68,25 @@ class LateCancelAttempt final : public Attempt {
   std::atomic<bool> done_{false};
 };
 
-class LateCancelFactory final : public AttemptFactory<Req, Resp> {
+// Starts `LateCancelAttempt`s and hands each to `Keep`.
+class LateCancelAttempts : public AttemptFactory<Req, Resp> {
  public:
-  std::shared_ptr<Attempt> Start(
-      const ConnectionPick& pick, const Req& request,
-      std::shared_ptr<AttemptListener<Resp>> listener) override {
+  std::shared_ptr<Attempt> StartAttempt(
+      const ConnectionPick& pick, const AttemptInfo& /*info*/,
+      const Req& request,
+      std::shared_ptr<AttemptListener<Resp>> listener) final {
     auto a = std::make_shared<LateCancelAttempt>(pick.connection_id, request,
                                                  std::move(listener));
-    std::lock_guard<std::mutex> l(mu_);
-    attempts_.push_back(a);
+    Keep(a);
     return a;
   }
+
+ protected:
+  virtual void Keep(std::shared_ptr<LateCancelAttempt> attempt) = 0;
+};
+
+class LateCancelFactory final : public LateCancelAttempts {
+ public:
   std::shared_ptr<LateCancelAttempt> at(std::size_t i) {
     std::lock_guard<std::mutex> l(mu_);
     return i < attempts_.size() ? attempts_[i] : nullptr;
@@ -89,6 +97,11 @@ class LateCancelFactory final : public AttemptFactory<Req, Resp> {
   }
 
  private:
+  void Keep(std::shared_ptr<LateCancelAttempt> attempt) override {
+    std::lock_guard<std::mutex> l(mu_);
+    attempts_.push_back(std::move(attempt));
+  }
+
   std::mutex mu_;
   std::vector<std::shared_ptr<LateCancelAttempt>> attempts_;
 };
@@ -425,16 +438,8 @@ class RollingSource final : public ConnectionSource {
   std::weak_ptr<DrainListener> listener_;
 };
 
-class LiveOnlyFactory final : public AttemptFactory<Req, Resp> {
+class LiveOnlyFactory final : public LateCancelAttempts {
  public:
-  std::shared_ptr<Attempt> Start(
-      const ConnectionPick& pick, const Req& request,
-      std::shared_ptr<AttemptListener<Resp>> listener) override {
-    auto a = std::make_shared<LateCancelAttempt>(pick.connection_id, request,
-                                                 std::move(listener));
-    live.push_back(a);
-    return a;
-  }
   void Prune() {
     std::deque<std::shared_ptr<LateCancelAttempt>> keep;
     for (auto& a : live) {
@@ -443,6 +448,11 @@ class LiveOnlyFactory final : public AttemptFactory<Req, Resp> {
     live.swap(keep);
   }
   std::deque<std::shared_ptr<LateCancelAttempt>> live;
+
+ private:
+  void Keep(std::shared_ptr<LateCancelAttempt> attempt) override {
+    live.push_back(std::move(attempt));
+  }
 };
 
 TEST_F(StreamDefectsTest, NoMemoryGrowthPerMigration) {

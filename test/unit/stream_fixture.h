@@ -18,6 +18,7 @@
 #include <mutex>
 #include <ostream>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -242,6 +243,16 @@ class Events final : public StreamObserver {
 // A one-shot event with a bounded wait (std::mutex: TSan sees it).
 using Event = testsupport::OneShot;
 
+// The two kinds of stream, for a rule that holds for both: a typed test on
+// `EachKind` over `StreamKinds` runs once with each kind's fake transport
+// and default spec (`SeqSpec`, `BidiSpec`).
+struct ServerKind {
+  using Fake = Transport;
+};
+struct BidiKind {
+  using Fake = BidiTransport;
+};
+
 class StreamFixture : public ::testing::Test {
  protected:
   StreamFixture()
@@ -311,8 +322,26 @@ class StreamFixture : public ::testing::Test {
     return s.ok() ? *std::move(s) : nullptr;
   }
 
+  // Why a stream with `spec` does not start (OK when it starts: a spec
+  // check then fails on its expectation).
+  absl::Status StartError(Stream::Spec spec) {
+    return Stream::Open(source_, std::move(spec), options_).status();
+  }
+  absl::Status StartError(BidiStream::Spec spec) {
+    return BidiStream::Open(source_, std::move(spec), options_).status();
+  }
+
   std::vector<std::uint64_t> got() { return rec_->got(); }
   std::vector<absl::Status> done() { return rec_->done(); }
+
+  // Each kind's fake transport, and a stream of that kind with its default
+  // spec (see `EachKind`).
+  std::shared_ptr<Transport> FakeOf(ServerKind) { return transport_; }
+  std::shared_ptr<BidiTransport> FakeOf(BidiKind) { return bidi_; }
+  std::unique_ptr<Stream> StartOf(ServerKind) { return Start(SeqSpec()); }
+  std::unique_ptr<BidiStream> StartOf(BidiKind) {
+    return StartBidi(BidiSpec());
+  }
 
   std::shared_ptr<fakes::FakeClock> clock_;
   std::shared_ptr<fakes::FakeConnectionSource> source_;
@@ -321,6 +350,28 @@ class StreamFixture : public ::testing::Test {
   std::shared_ptr<Events> events_;
   std::shared_ptr<Recorder> rec_;
   ReconnectingStreamOptions options_;
+};
+
+// The fixture for a typed test over both kinds of stream:
+//   template <class Kind> class PushbackTest : public EachKind<Kind> {};
+//   TYPED_TEST_SUITE(PushbackTest, StreamKinds, StreamKindNames);
+//   TYPED_TEST(PushbackTest, X) { this->fake()->Expect(...); ... }
+template <class Kind>
+class EachKind : public StreamFixture {
+ protected:
+  using Script = typename Kind::Fake::Script;
+  std::shared_ptr<typename Kind::Fake> fake() { return FakeOf(Kind()); }
+  auto StartDefault() { return StartOf(Kind()); }
+};
+
+using StreamKinds = ::testing::Types<ServerKind, BidiKind>;
+
+// "Server" and "Bidi" in the test names.
+struct StreamKindNames {
+  template <class Kind>
+  static std::string GetName(int /*index*/) {
+    return std::is_same<Kind, BidiKind>::value ? "Bidi" : "Server";
+  }
 };
 
 }  // namespace stream_test

@@ -1,9 +1,9 @@
 // Copyright 2026 The tether Authors. Licensed under the Apache License 2.0.
 // Rules of the stream machine that hold for both kinds of stream: the
-// server's trailers and pushback, the reason each attempt reports, bidi
-// writes across a move, and resyncs that run side by side. Fake attempts,
-// fake connections, a fake clock; a resync runs on tether's threads, so
-// those tests wait for it on events with a deadline, never a sleep.
+// reason each attempt reports, bidi writes across a move, and resyncs that
+// run side by side (server pushback: pushback_test.cc). Fake attempts, fake
+// connections, a fake clock; a resync runs on tether's threads, so those
+// tests wait for it on events with a deadline, never a sleep.
 #include <atomic>
 #include <condition_variable>
 #include <functional>
@@ -36,67 +36,6 @@ Stream::Spec WithResync(Stream::Spec spec,
   };
   spec.resync = std::move(resync);
   return spec;
-}
-
-// --- The server's trailers reach the end decision of both kinds ------------
-
-TEST_F(StreamMachineTest, BidiStopPushbackEndsTheStream) {
-  bidi_->Expect(BidiTransport::Script().Message(M(1)).Finish(
-      absl::UnavailableError("go away for good"),
-      {{"grpc-retry-pushback-ms", "-1"}}));
-  auto stream = StartBidi(BidiSpec());
-  clock_->AdvanceBy(absl::Seconds(10));
-  EXPECT_EQ(bidi_->attempt_count(), 1u);
-  ASSERT_EQ(done().size(), 1u);
-  EXPECT_EQ(done()[0].code(), absl::StatusCode::kUnavailable);
-  EXPECT_EQ(done()[0].message(), "go away for good");
-  EXPECT_THAT(got(), ElementsAre(1));
-}
-
-TEST_F(StreamMachineTest, BidiPushbackReplacesTheBackoffDelay) {
-  bidi_->Expect(
-      BidiTransport::Script().Finish(absl::ResourceExhaustedError("slow down"),
-                                     {{"grpc-retry-pushback-ms", "750"}}));
-  auto stream = StartBidi(BidiSpec());
-  clock_->RunDue();
-  EXPECT_THAT(events_->backoffs(), ElementsAre(absl::Milliseconds(750)));
-  clock_->AdvanceBy(absl::Milliseconds(749));
-  EXPECT_EQ(bidi_->attempt_count(), 1u);
-  clock_->AdvanceBy(absl::Milliseconds(1));
-  ASSERT_EQ(bidi_->attempt_count(), 2u);
-  EXPECT_EQ(bidi_->attempt(1)->started_at() - bidi_->attempt(0)->ended_at(),
-            absl::Milliseconds(750));
-}
-
-// --- A pushback is bounded by max_time_without_progress, whatever came
-// before it ---------------------------------------------------------------
-
-TEST_F(StreamMachineTest, LongPushbackAfterADeliveringAttemptEndsAtOnce) {
-  options_.max_time_without_progress = absl::Seconds(30);
-  transport_->Expect(Transport::Script().Message(M(1)).Finish(
-      absl::UnavailableError("maintenance"),
-      {{"grpc-retry-pushback-ms", "3600000"}}));
-  auto stream = Start(SeqSpec());
-  clock_->RunDue();
-  EXPECT_EQ(transport_->attempt_count(), 1u);
-  ASSERT_EQ(done().size(), 1u);
-  EXPECT_EQ(done()[0].code(), absl::StatusCode::kUnavailable);
-  EXPECT_THAT(std::string(done()[0].message()),
-              HasSubstr("grpc-retry-pushback-ms"));
-  EXPECT_THAT(got(), ElementsAre(1));
-}
-
-TEST_F(StreamMachineTest, PushbackWithinTheBoundAfterADeliveringAttemptWaits) {
-  options_.max_time_without_progress = absl::Seconds(30);
-  transport_->Expect(Transport::Script().Message(M(1)).Finish(
-      absl::UnavailableError("busy"), {{"grpc-retry-pushback-ms", "20000"}}));
-  auto stream = Start(SeqSpec());
-  clock_->AdvanceBy(absl::Seconds(20) - absl::Milliseconds(1));
-  EXPECT_EQ(transport_->attempt_count(), 1u);
-  clock_->AdvanceBy(absl::Milliseconds(1));
-  ASSERT_EQ(transport_->attempt_count(), 2u);
-  EXPECT_EQ(transport_->attempt(1)->request().after, 1u);
-  EXPECT_TRUE(done().empty());
 }
 
 // --- The attempt after a resync says so ------------------------------------
@@ -153,21 +92,16 @@ TEST_F(StreamMachineTest, AStartPositionNeedsIntegerPositions) {
   Stream::Spec spec;
   spec.attempt_factory = transport_;
   spec.initial_last_seq = 5;  // nothing to compare it with
-  auto s = Stream::Start(
-      source_, std::move(spec), options_, [](Resp&&) {},
-      [](const absl::Status&) {});
-  ASSERT_FALSE(s.ok());
-  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(s.status().message()),
+  const absl::Status s = StartError(std::move(spec));
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()),
               HasSubstr("StreamSpec.initial_last_seq needs sequence_of or "
                         "position_of"));
   EXPECT_EQ(transport_->attempt_count(), 0u);
   BidiStream::Spec bidi = BidiSpec();
   bidi.position_of = nullptr;
   bidi.initial_position = 5;
-  auto b = BidiStream::Open(source_, std::move(bidi), options_);
-  ASSERT_FALSE(b.ok());
-  EXPECT_THAT(std::string(b.status().message()),
+  EXPECT_THAT(std::string(StartError(std::move(bidi)).message()),
               HasSubstr("BidiStreamSpec.initial_position needs sequence_of or "
                         "position_of"));
 }

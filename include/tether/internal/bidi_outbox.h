@@ -460,12 +460,6 @@ class BidiCoreFactory final
                   std::shared_ptr<Box> box)
       : inner_(std::move(inner)), box_(std::move(box)) {}
 
-  std::shared_ptr<Attempt> Start(
-      const ConnectionPick& connection, const BidiOpen<Request>& open,
-      std::shared_ptr<AttemptListener<Response>> listener) override {
-    return StartAttempt(connection, AttemptInfo(), open, std::move(listener));
-  }
-
   std::shared_ptr<Attempt> StartAttempt(
       const ConnectionPick& connection, const AttemptInfo& info,
       const BidiOpen<Request>& open,
@@ -485,9 +479,6 @@ class BidiCoreFactory final
         : writes_(std::move(writes)), core_(std::move(core)) {}
     bool OnMessage(Response&& response) override {
       return core_->OnMessage(std::move(response));
-    }
-    void OnDone(const absl::Status& status) override {
-      OnEnd(status, Metadata());
     }
     // The trailers go on to the core: its end decision reads them
     // (grpc-retry-pushback-ms, the classifier's AttemptEnd).

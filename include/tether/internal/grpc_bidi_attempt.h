@@ -8,29 +8,30 @@
 #include <mutex>
 #include <utility>
 
-#include "absl/status/status.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/support/client_callback.h"
-#include "tether/internal/grpc_read_attempt.h"
+#include "tether/internal/grpc_call_context.h"
+#include "tether/internal/grpc_read_pump.h"
 #include "tether/internal/tsan.h"
 #include "tether/transport.h"
 
 namespace tether {
 namespace internal {
 
-// One bidi call on a `grpc::ClientBidiReactor`.
+// One bidi call on a `grpc::ClientBidiReactor`: the read pump
+// (grpc_read_pump.h: reading, pausing, cancelling, the end with its
+// trailers, and the lifetime) and the writes.
 //
-// Reading works as in `GrpcReadAttempt` (one read outstanding; a hold keeps
-// `OnDone` away while a paused read may still be started from outside a
-// reaction). Writing pulls from `BidiWrites`, one write at a time; a second
-// hold keeps `OnDone` away while a write may still be started from outside
-// a reaction (the app's `Write` wakes the attempt up). It is released when
-// writing is over: after the half-close, a failed write, the end of reads,
-// or `Cancel`.
+// Writing pulls from `BidiWrites`, one write at a time. A second hold (the
+// read pump has the first) keeps `OnDone` away while a write may still be
+// started from outside a reaction (the app's `Write` wakes the attempt up).
+// It is released when writing is over: after the half-close, a failed
+// write, the end of reads, or `Cancel`.
 template <class Request, class Response>
-class GrpcBidiAttempt final : public grpc::ClientBidiReactor<Request, Response>,
-                              public Attempt {
+class GrpcBidiAttempt final
+    : public GrpcReadPump<grpc::ClientBidiReactor<Request, Response>,
+                          Response> {
  public:
   using StartFn = std::function<void(const std::shared_ptr<grpc::Channel>&,
                                      grpc::ClientContext*,
@@ -38,114 +39,25 @@ class GrpcBidiAttempt final : public grpc::ClientBidiReactor<Request, Response>,
   using Next = typename BidiWrites<Request>::Next;
 
   static std::shared_ptr<Attempt> Run(
-      const StartFn& start,
-      const std::function<void(grpc::ClientContext&)>& configure,
-      const ConnectionPick& connection,
+      const StartFn& start, const ConfigureAttemptFn& configure,
+      const ConnectionPick& connection, const AttemptInfo& info,
       std::shared_ptr<BidiWrites<Request>> writes,
       std::shared_ptr<AttemptListener<Response>> listener) {
     std::shared_ptr<GrpcBidiAttempt> self(
         new GrpcBidiAttempt(std::move(writes), std::move(listener)));
-    self->self_ = self;
-    if (configure) configure(self->context_);
+    self->Begin(self);
+    if (configure) configure(self->context_, info);
     start(connection.channel, &self->context_, self.get());
-    self->AddHold();  // reads
     self->AddHold();  // writes
     std::weak_ptr<GrpcBidiAttempt> weak = self;
     self->writes_->SetWakeup([weak] {
       if (auto a = weak.lock()) a->PumpWrites();
     });
-    HandOff(self.get());
-    self->StartRead(&self->response_);
+    self->StartReading();
     self->PumpWrites();
     HandOff(self.get());
     self->StartCall();
     return self;
-  }
-
-  void Resume() override {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (read_hold_released_) return;
-      if (!paused_) {
-        resume_requested_ = true;
-        return;
-      }
-      paused_ = false;
-    }
-    HandOff(this);
-    this->StartRead(&response_);
-  }
-
-  void Cancel() override {
-    bool release_read = false;
-    bool release_write = false;
-    std::shared_ptr<void> keep;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (done_) return;
-      cancelled_ = true;
-      if (paused_ && !read_hold_released_) {
-        release_read = read_hold_released_ = true;
-      }
-      if (!writing_ && !write_hold_released_) {
-        release_write = write_hold_released_ = true;
-      }
-      keep = self_;  // OnDone, which gives self_ away, has not run yet
-    }
-    CancelOffGrpcThread(std::move(keep), &context_);
-    if (release_read) {
-      HandOff(this);
-      this->RemoveHold();
-    }
-    if (release_write) {
-      HandOff(this);
-      this->RemoveHold();
-    }
-  }
-
-  void OnReadDone(bool ok) override {
-    TakeOver(this);
-    if (!ok) {
-      bool release_write = false;
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        reads_over_ = true;
-        if (!writing_ && !write_hold_released_) {
-          release_write = write_hold_released_ = true;
-        }
-      }
-      if (release_write) {
-        HandOff(this);
-        this->RemoveHold();
-      }
-      ReleaseReadHold();
-      return;
-    }
-    if (listener_->OnMessage(std::move(response_))) {
-      response_ = Response();
-      HandOff(this);
-      this->StartRead(&response_);
-      return;
-    }
-    response_ = Response();
-    bool release = false;
-    bool read_now = false;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (cancelled_) {
-        if (!read_hold_released_) release = read_hold_released_ = true;
-      } else if (resume_requested_) {
-        resume_requested_ = false;
-        read_now = true;
-      } else {
-        paused_ = true;
-      }
-    }
-    if (release) this->RemoveHold();
-    if (read_now) {
-      HandOff(this);
-      this->StartRead(&response_);
-    }
   }
 
   void OnWriteDone(bool ok) override {
@@ -159,24 +71,24 @@ class GrpcBidiAttempt final : public grpc::ClientBidiReactor<Request, Response>,
     FinishWrite(/*ok=*/false);  // nothing is written after the half-close
   }
 
-  void OnDone(const grpc::Status& status) override {
-    TakeOver(this);
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      done_ = true;
-    }
-    // With the trailers: the classifier sees them, pushback applies.
-    listener_->OnEnd(ToAbslStatus(status), TrailersOf(context_));
-    // See GrpcReadAttempt::OnDone.
-    ReleaseOffGrpcThread(std::move(listener_));
-    ReleaseOffGrpcThread(std::move(writes_));
-    ReleaseOffGrpcThread(std::move(self_));  // may delete this
-  }
-
  private:
   GrpcBidiAttempt(std::shared_ptr<BidiWrites<Request>> writes,
                   std::shared_ptr<AttemptListener<Response>> listener)
-      : writes_(std::move(writes)), listener_(std::move(listener)) {}
+      : GrpcBidiAttempt::GrpcReadPump(std::move(listener)),
+        writes_(std::move(writes)) {}
+
+  // A cancel or the end of reads: nothing more is written.
+  void ReadsStopped() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopped_ = true;
+      if (writing_ || write_hold_released_) return;
+      write_hold_released_ = true;
+    }
+    ReleaseWriteHold();
+  }
+
+  void ReleaseParts() override { ReleaseOffGrpcThread(std::move(writes_)); }
 
   // Starts the next write if none is in flight and there is one. From a
   // reaction, `Run`, or the app's thread (the write hold is still held
@@ -186,9 +98,7 @@ class GrpcBidiAttempt final : public grpc::ClientBidiReactor<Request, Response>,
     Next next = Next::kNothing;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (writing_ || write_hold_released_ || cancelled_ || reads_over_) {
-        return;
-      }
+      if (writing_ || write_hold_released_ || stopped_) return;
       next = writes_->Take(&msg);
       if (next == Next::kNothing) return;
       writing_ = true;
@@ -208,44 +118,29 @@ class GrpcBidiAttempt final : public grpc::ClientBidiReactor<Request, Response>,
       std::lock_guard<std::mutex> lock(mu_);
       writing_ = false;
       in_flight_.reset();
-      if ((!ok || cancelled_ || reads_over_) && !write_hold_released_) {
+      if ((!ok || stopped_) && !write_hold_released_) {
         release = write_hold_released_ = true;
       }
     }
     if (release) {
-      HandOff(this);
-      this->RemoveHold();
+      ReleaseWriteHold();
       return;
     }
     if (ok) PumpWrites();
   }
 
-  void ReleaseReadHold() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (read_hold_released_) return;
-      read_hold_released_ = true;
-    }
+  void ReleaseWriteHold() {
     HandOff(this);
     this->RemoveHold();
   }
 
-  grpc::ClientContext context_;
-  Response response_;
   std::shared_ptr<BidiWrites<Request>> writes_;
-  std::shared_ptr<AttemptListener<Response>> listener_;
-  std::shared_ptr<GrpcBidiAttempt> self_;
 
-  std::mutex mu_;
-  bool paused_ = false;
-  bool resume_requested_ = false;
-  bool cancelled_ = false;
-  bool read_hold_released_ = false;
-  bool reads_over_ = false;
+  std::mutex mu_;  // the writes' state below
   bool writing_ = false;
   bool write_hold_released_ = false;
+  bool stopped_ = false;  // cancelled, or reads are over
   std::shared_ptr<const Request> in_flight_;
-  bool done_ = false;
 };
 
 template <class Request, class Response>
@@ -253,38 +148,22 @@ class GrpcBidiAttemptFactory final
     : public BidiAttemptFactory<Request, Response> {
  public:
   using StartFn = typename GrpcBidiAttempt<Request, Response>::StartFn;
-  using ConfigureFn =
-      std::function<void(grpc::ClientContext&, const AttemptInfo&)>;
-  GrpcBidiAttemptFactory(StartFn start, ConfigureFn configure)
+  GrpcBidiAttemptFactory(StartFn start, ConfigureAttemptFn configure)
       : start_(std::move(start)), configure_(std::move(configure)) {}
-
-  std::shared_ptr<Attempt> Start(
-      const ConnectionPick& connection, const ResumeState& resume,
-      std::shared_ptr<BidiWrites<Request>> writes,
-      std::shared_ptr<AttemptListener<Response>> listener) override {
-    return StartAttempt(connection, AttemptInfo(), resume, std::move(writes),
-                        std::move(listener));
-  }
 
   std::shared_ptr<Attempt> StartAttempt(
       const ConnectionPick& connection, const AttemptInfo& info,
       const ResumeState& /*resume*/,
       std::shared_ptr<BidiWrites<Request>> writes,
       std::shared_ptr<AttemptListener<Response>> listener) override {
-    std::function<void(grpc::ClientContext&)> configure;
-    if (configure_) {
-      // `Run` calls it before it returns.
-      configure = [this, &info](grpc::ClientContext& context) {
-        configure_(context, info);
-      };
-    }
     return GrpcBidiAttempt<Request, Response>::Run(
-        start_, configure, connection, std::move(writes), std::move(listener));
+        start_, configure_, connection, info, std::move(writes),
+        std::move(listener));
   }
 
  private:
   StartFn start_;
-  ConfigureFn configure_;
+  ConfigureAttemptFn configure_;
 };
 
 }  // namespace internal

@@ -29,12 +29,6 @@ Metadata TrailersOf(const grpc::ClientContext& context);
 using ConfigureAttemptFn =
     std::function<void(grpc::ClientContext&, const AttemptInfo&)>;
 
-// One hook that runs `context_only` (a spec's `configure_context`), then
-// `with_info` (its `configure_attempt`); empty when both are.
-ConfigureAttemptFn CombineConfigure(
-    std::function<void(grpc::ClientContext&)> context_only,
-    ConfigureAttemptFn with_info);
-
 // Drops `ref` on a thread tether owns (one per process, started on first
 // use), never on the caller's. gRPC 1.51 tears down its shared callback
 // queue when the last channel or server using it is released; if that happens

@@ -45,12 +45,13 @@ struct StreamSetup {
 };
 absl::StatusOr<StreamSetup> PrepareStream(ReconnectingStreamOptions& options);
 
-// How a stream reads positions from its responses, resumes, and resyncs. The
-// public specs (StreamSpec, BidiStreamSpec) are translated into this by
-// typed code (spec_hooks.h). The functions that take a message or a request
-// live in the typed `StreamParts` (no per-hook std::function wrappers to
-// compile in every user TU); the flags below say which the spec
-// gave. All functions are app code: the core calls them with no lock held.
+// How a stream reads positions from its responses, resumes, and resyncs.
+// The public specs (`StreamSpecBase`'s fields, and each kind's way to
+// resume) are translated into this by typed code (spec_hooks.h). The
+// functions that take a message or a request live in the typed
+// `StreamParts` (no per-hook std::function wrappers to compile in every
+// user TU); the flags below say which the spec gave. All functions are app
+// code: the core calls them with no lock held.
 struct StreamHooks {
   // Integer positions (`StreamParts::PositionOf`); nullopt: the message
   // carries none (fails the stream; the `sequence_of` contract). Off with
@@ -114,7 +115,7 @@ struct AttemptRecord;  // one attempt, as the machine sees it (stream_machine.h)
 // to. Same contract as `AttemptListener` (one call at a time, `OnEnd` once,
 // last). Keeps the stream alive until the attempt drops its listener: the
 // attempt decides on which thread that last release happens (never a gRPC
-// callback thread; see GrpcReadAttempt::OnDone).
+// callback thread; see GrpcReadPump::OnDone).
 class AttemptSink final {
  public:
   AttemptSink(std::shared_ptr<StreamCore> core,
@@ -139,9 +140,6 @@ class SinkListener final : public AttemptListener<Response> {
   explicit SinkListener(AttemptSink sink) : sink_(std::move(sink)) {}
   bool OnMessage(Response&& response) override {
     return sink_.OnMessage(&response);
-  }
-  void OnDone(const absl::Status& status) override {
-    sink_.OnEnd(status, Metadata());
   }
   void OnEnd(const absl::Status& status, const Metadata& trailers) override {
     sink_.OnEnd(status, trailers);
@@ -188,16 +186,13 @@ class StreamParts {
   virtual bool IsDrainNotice(const void* response) const = 0;
 };
 
-// The spec's typed functions that `TypedStreamParts` calls: moved out of
-// the spec as they are, so no wrapper is compiled per hook.
-template <class Request, class Response>
-struct SpecFunctions {
+// The spec's typed functions about responses (`StreamSpecBase`'s) that
+// `TypedStreamParts` calls: moved out of the spec as they are, so no wrapper
+// is compiled per hook.
+template <class Response>
+struct ResponseFunctions {
   std::function<absl::optional<std::uint64_t>(const Response&)> sequence_of;
   std::function<Position(const Response&)> position_of;
-  std::function<void(Request&, std::uint64_t)> resume_after;
-  std::function<void(Request&, const std::string&)> resume_from_cursor;
-  // Bidi streams: the resume state goes into the open request as it is.
-  void (*resume_state)(Request&, const ResumeState&) = nullptr;
   // Few streams set these: behind one pointer (bytes per stream).
   struct Rare {
     std::function<void(Response&, std::uint64_t)> trim_delivered;
@@ -210,6 +205,15 @@ struct SpecFunctions {
     if (rare == nullptr) rare = std::make_unique<Rare>();
     return *rare;
   }
+};
+
+// ... and how each attempt's request resumes.
+template <class Request, class Response>
+struct SpecFunctions : ResponseFunctions<Response> {
+  std::function<void(Request&, std::uint64_t)> resume_after;
+  std::function<void(Request&, const std::string&)> resume_from_cursor;
+  // Bidi streams: the resume state goes into the open request as it is.
+  void (*resume_state)(Request&, const ResumeState&) = nullptr;
 };
 
 template <class T>

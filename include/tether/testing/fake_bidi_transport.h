@@ -78,16 +78,6 @@ class FakeBidiTransport final : public BidiAttemptFactory<Request, Response> {
   // What the stream said about every attempt when it started it, in order.
   std::vector<AttemptInfo> infos() const { return responses_->infos(); }
 
-  std::shared_ptr<Attempt> Start(
-      const ConnectionPick& connection, const ResumeState& resume,
-      std::shared_ptr<BidiWrites<Request>> writes,
-      std::shared_ptr<AttemptListener<Response>> listener) override {
-    AttemptInfo info;
-    info.connection_id = connection.connection_id;
-    return StartAttempt(connection, info, resume, std::move(writes),
-                        std::move(listener));
-  }
-
   std::shared_ptr<Attempt> StartAttempt(
       const ConnectionPick& connection, const AttemptInfo& info,
       const ResumeState& resume, std::shared_ptr<BidiWrites<Request>> writes,

@@ -32,7 +32,7 @@ namespace fakes {
 
 // How a `FakeTransport`'s attempts complete a client cancel.
 //
-// gRPC's `TryCancel` only requests the cancel: the call's `OnDone`
+// gRPC's `TryCancel` only requests the cancel: the call's end
 // (CANCELLED) arrives later, after other events of the same call, and a
 // message already on its way may still be read in between. Fakes whose
 // cancel ends the call at once hide the ordering bugs that this exposes.
@@ -47,7 +47,7 @@ enum class CancelMode {
   // `CompletePendingCancels`), also when the transport has a clock. For
   // tests and fuzzers that choose the order of every event themselves.
   kAsyncManual,
-  // `Cancel` ends the attempt with CANCELLED before it returns (OnDone runs
+  // `Cancel` ends the attempt with CANCELLED before it returns (`OnEnd` runs
   // inside `Cancel`). gRPC never does this; use it only for a test that
   // depends on it.
   kImmediate,
@@ -224,7 +224,7 @@ class FakeTransport final : public AttemptFactory<Request, Response> {
       std::lock_guard<std::mutex> lock(mu_);
       return cancelled_ && !done_;
     }
-    // Completes a requested cancel: the stream gets `OnDone(CANCELLED)` now,
+    // Completes a requested cancel: the stream gets `OnEnd(CANCELLED)` now,
     // on this thread. Returns false (and does nothing) when no cancel is
     // pending (none requested, or the attempt has already ended).
     bool CompleteCancel() {
@@ -259,7 +259,7 @@ class FakeTransport final : public AttemptFactory<Request, Response> {
       std::lock_guard<std::mutex> lock(mu_);
       return ended_at_;
     }
-    // The status the stream was given in `OnDone`; nullopt while it runs.
+    // The status the stream was given in `OnEnd`; nullopt while it runs.
     absl::optional<absl::Status> end_status() const {
       std::lock_guard<std::mutex> lock(mu_);
       return end_status_;
@@ -486,14 +486,6 @@ class FakeTransport final : public AttemptFactory<Request, Response> {
     std::vector<AttemptInfo> out;
     for (const auto& a : attempts_) out.push_back(a->info());
     return out;
-  }
-
-  std::shared_ptr<Attempt> Start(
-      const ConnectionPick& connection, const Request& request,
-      std::shared_ptr<AttemptListener<Response>> listener) override {
-    AttemptInfo info;
-    info.connection_id = connection.connection_id;
-    return StartAttempt(connection, info, request, std::move(listener));
   }
 
   std::shared_ptr<Attempt> StartAttempt(

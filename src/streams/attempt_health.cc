@@ -149,6 +149,7 @@ void StreamMachine::OnConnectionAvailable() {
     spread = gen_.Below(recovery_jitter_);
   }
   if (reopen_due_ - clock_->Now() <= spread) return;
+  hinted_due_ = std::max(hinted_due_, reopen_due_);
   reopen_due_ = clock_->Now() + spread;
   ArmLocked(reopen_timer_, spread, &StreamMachine::OnReopenTimerLocked);
 }

@@ -126,12 +126,6 @@ Scenario Draw(std::uint64_t seed, const Overrides& o) {
   s.slow_start = rng.Chance(0.3) ? 0.05 : 0;
   s.app.slow_observer = s.slow_start;
   s.outage = rng.Chance(0.2);
-  // Behind an L7 proxy a short outage of every backend ends streams
-  // within seconds (an open finding, see docs/simulator.md): drawn only
-  // on request.
-  if (s.outage && s.topology == Topology::kProxy && !o.open_findings) {
-    s.outage = false;
-  }
   if (s.outage) {
     s.max_time_without_progress =
         rng.Between(absl::Seconds(20), absl::Seconds(40));

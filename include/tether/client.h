@@ -53,6 +53,15 @@ struct ClientOptions {
   // true.
   bool use_breaker = true;
 
+  // Bounds retries after failures (not drains) across every stream and
+  // unary caller the client makes, so that a failure on every call at once
+  // is not multiplied by their retries. Default null: the client makes one
+  // from `RetryBudgetOptions()` (10 retries a second, 100 at once, plus 20%
+  // of recent first tries), named after the pool's label. Give several
+  // clients the same budget to bound the whole process. A stream's or
+  // caller's own `retry_budget`, when set, is kept.
+  std::shared_ptr<RetryBudget> retry_budget;
+
   // Options of every stream the client makes, unless a stream brings its
   // own (`StreamSettings::options`). `streams.breaker` must stay empty (the
   // client sets it); `streams.observer` is kept and runs next to the
@@ -209,6 +218,9 @@ class Client {
   }
   // Null when `use_breaker` is false.
   const std::shared_ptr<CircuitBreaker>& breaker() const { return breaker_; }
+  const std::shared_ptr<RetryBudget>& retry_budget() const {
+    return retry_budget_;
+  }
   // `ClientOptions::streams` as given: a start for a stream's own options
   // (`StreamSettings::options`), e.g. to add an observer of its own.
   const ReconnectingStreamOptions& stream_options() const {
@@ -234,6 +246,7 @@ class Client {
   std::shared_ptr<Clock> clock_;
   std::string target_label_;
   std::shared_ptr<CircuitBreaker> breaker_;
+  std::shared_ptr<RetryBudget> retry_budget_;
   std::shared_ptr<ConnectionPool> pool_;
   std::shared_ptr<ConnectionSource> connections_;
   // Numbers the streams in their log names.

@@ -126,6 +126,7 @@ class LoggingObserver final
   void OnGap(std::uint64_t expected, std::uint64_t got) override;
   void OnBackoff(absl::Duration delay,
                  const absl::Status& last_status) override;
+  void OnRetryBudgetWait(absl::Duration added) override;
   void OnGaveUp(const absl::Status& status) override;
   void OnStalled(const AttemptInfo& info, absl::Duration silent_for) override;
   void OnResync(const absl::Status& why, std::uint64_t resume_after) override;

@@ -46,6 +46,7 @@ enum class MetricId {
   kOutboxDepth,                // up-down counter
   kWritesRefused,              // counter
   kStreamDuration,             // histogram, seconds
+  kRetryBudgetWaits,           // counter
 };
 
 enum class MetricKind {
@@ -154,6 +155,7 @@ class MetricsStreamObserver final : public StreamObserver {
   void OnDuplicateDropped(std::uint64_t seq,
                           std::uint64_t last_delivered) override;
   void OnGap(std::uint64_t expected, std::uint64_t got) override;
+  void OnRetryBudgetWait(absl::Duration added) override;
   void OnGaveUp(const absl::Status& status) override;
   void OnStalled(const AttemptInfo& info, absl::Duration silent_for) override;
 

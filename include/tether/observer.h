@@ -88,6 +88,10 @@ class StreamObserver {
   // The stream waits `delay` before its next attempt.
   virtual void OnBackoff(absl::Duration /*delay*/,
                          const absl::Status& /*last_status*/) {}
+  // The retry budget (`ReconnectingStreamOptions::retry_budget`) had no
+  // retry for this reopen: it waits `added` longer than its backoff (the
+  // `OnBackoff` that follows has the whole delay).
+  virtual void OnRetryBudgetWait(absl::Duration /*added*/) {}
   // The reopen budget is spent; the stream ends with `status`.
   virtual void OnGaveUp(const absl::Status& /*status*/) {}
   // Nothing arrived on an attempt for `stall_timeout` (`silent_for`): the

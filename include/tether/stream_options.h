@@ -17,6 +17,7 @@ namespace tether {
 
 class CircuitBreaker;
 class ResyncPool;
+class RetryBudget;
 
 // What a stream does when sequence numbers skip (seq > last delivered + 1).
 enum class GapPolicy {
@@ -161,6 +162,12 @@ struct ReconnectingStreamOptions {
   // transient end or a failure to connect before any message; ignored for
   // drains, permanent errors and the client's own cancels. Default: none.
   std::shared_ptr<CircuitBreaker> breaker;
+
+  // Bounds failure-caused reopens across every stream and caller that share
+  // it (see `RetryBudget`): a reopen after a transient end without progress
+  // takes a retry from it and waits when there is none. Drains, moves,
+  // stalls, resyncs and reopens after progress take nothing. Default: none.
+  std::shared_ptr<RetryBudget> retry_budget;
 
   // A stream whose *first* attempt is refused by an open breaker ends at once
   // with that UNAVAILABLE instead of waiting. Default false (wait).

@@ -14,6 +14,7 @@
 #include "tether/circuit_breaker.h"
 #include "tether/classification.h"
 #include "tether/clock.h"
+#include "tether/retry_budget.h"
 #include "tether/transport.h"
 
 namespace tether {
@@ -39,6 +40,12 @@ struct UnaryCallOptions {
   // failures to connect are failures; drains, permanent errors and the
   // client's own cancels are ignored. Default: none.
   std::shared_ptr<CircuitBreaker> breaker;
+
+  // Shared with the target's streams (`ReconnectingStreamOptions::
+  // retry_budget`): a retry after a transient end takes one retry from it and
+  // waits when there is none (the call ends if the wait would pass
+  // `overall_timeout`). Retries after drains take nothing. Default: none.
+  std::shared_ptr<RetryBudget> retry_budget;
 
   // At most this many attempts per call. Default 5; [1, 100].
   int max_attempts = 5;

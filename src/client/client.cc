@@ -117,8 +117,21 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(ClientOptions options) {
     client->connections_ = client->pool_;
   }
 
+  client->retry_budget_ = std::move(options.retry_budget);
+  if (!client->retry_budget_) {
+    RetryBudgetOptions budget;
+    if (!client->target_label_.empty()) budget.name = client->target_label_;
+    budget.clock = options.clock;
+    client->retry_budget_ = RetryBudget::Create(std::move(budget)).value();
+  }
   client->unary_options_ = std::move(options.unary);
   client->unary_options_.breaker = client->breaker_;
+  if (!client->unary_options_.retry_budget) {
+    client->unary_options_.retry_budget = client->retry_budget_;
+  }
+  if (!options.streams.retry_budget) {
+    options.streams.retry_budget = client->retry_budget_;
+  }
   if (!client->unary_options_.clock) {
     client->unary_options_.clock = options.clock;
   }
@@ -144,6 +157,7 @@ absl::StatusOr<ReconnectingStreamOptions> Client::OptionsFor(
     }
   }
   options.breaker = breaker_;
+  if (!options.retry_budget) options.retry_budget = retry_budget_;
   if (!options.clock) options.clock = clock_;
   const std::string method =
       settings.method.empty() ? "unnamed" : settings.method;

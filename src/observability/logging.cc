@@ -97,6 +97,12 @@ internal::LogLine BackoffLine(absl::Duration delay,
                           ReadableDuration(delay), StatusText(last_status))};
 }
 
+internal::LogLine RetryBudgetWaitLine(absl::Duration added) {
+  return {LogEvent::kBackoff, LogSeverity::kWarning,
+          absl::StrCat("the retry budget is spent: the next attempt waits ",
+                       ReadableDuration(added), " more")};
+}
+
 internal::LogLine GaveUpLine(const absl::Status& status) {
   return {LogEvent::kGaveUp, LogSeverity::kError,
           absl::StrCat("gave up: ", StatusText(status))};
@@ -354,6 +360,10 @@ void LoggingObserver::OnBackoff(absl::Duration delay,
   Log(BackoffLine(delay, last_status));
 }
 
+void LoggingObserver::OnRetryBudgetWait(absl::Duration added) {
+  Log(RetryBudgetWaitLine(added));
+}
+
 void LoggingObserver::OnGaveUp(const absl::Status& status) {
   Log(GaveUpLine(status));
 }
@@ -398,6 +408,9 @@ class LoggingObserver::StreamLog final : public StreamObserver {
   void OnBackoff(absl::Duration delay,
                  const absl::Status& last_status) override {
     Log(BackoffLine(delay, last_status));
+  }
+  void OnRetryBudgetWait(absl::Duration added) override {
+    Log(RetryBudgetWaitLine(added));
   }
   void OnGaveUp(const absl::Status& status) override {
     Log(GaveUpLine(status));

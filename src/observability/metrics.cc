@@ -176,6 +176,13 @@ std::vector<MetricDescriptor> BuildDescriptors() {
        "Stream durations, first attempt to end (A66 call.duration)",
        {kMethod, kTarget, kKind, "grpc.status", "tether.end"},
        LatencyBuckets()},
+      {M::kRetryBudgetWaits,
+       K::kCounter,
+       "tether.client.retry_budget.waits",
+       "{attempt}",
+       "Reopens held back by an empty retry budget",
+       {kMethod, kTarget},
+       {}},
   };
   return d;
 }
@@ -398,6 +405,12 @@ void MetricsStreamObserver::OnGap(std::uint64_t /*expected*/,
   if (!sink_) return;
   const absl::string_view l[] = {method_, target_};
   sink_->Add(MetricId::kGaps, l, 1);
+}
+
+void MetricsStreamObserver::OnRetryBudgetWait(absl::Duration /*added*/) {
+  if (!sink_) return;
+  const absl::string_view l[] = {method_, target_};
+  sink_->Add(MetricId::kRetryBudgetWaits, l, 1);
 }
 
 void MetricsStreamObserver::OnGaveUp(const absl::Status& /*status*/) {
@@ -624,6 +637,9 @@ class StreamFanOut final : public StreamObserver {
   }
   void OnBackoff(absl::Duration d, const absl::Status& s) override {
     for (auto& o : v_) o->OnBackoff(d, s);
+  }
+  void OnRetryBudgetWait(absl::Duration d) override {
+    for (auto& o : v_) o->OnRetryBudgetWait(d);
   }
   void OnGaveUp(const absl::Status& s) override {
     for (auto& o : v_) o->OnGaveUp(s);

@@ -1,4 +1,5 @@
 // Copyright 2026 The tether Authors. Licensed under the Apache License 2.0.
+#include "policies/out_of_range.h"
 #include "tether/circuit_breaker.h"
 
 #include <algorithm>
@@ -54,8 +55,7 @@ namespace {
 
 absl::Status OutOfRange(absl::string_view field, absl::string_view value,
                         absl::string_view range) {
-  return absl::InvalidArgumentError(absl::StrCat(
-      "CircuitBreakerOptions.", field, " must be ", range, ", got ", value));
+  return internal::OutOfRange("CircuitBreakerOptions", field, value, range);
 }
 
 }  // namespace

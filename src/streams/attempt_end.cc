@@ -131,6 +131,17 @@ void StreamMachine::ApplyEndLocked(const std::shared_ptr<AttemptRec>& rec,
                          rec->pushback.delay, now, budget_.failing(),
                          budget_.failing_since(), max_time_);
   }
+  if (d.spends_retry) {
+    const absl::Time give_up_at = max_time_ == absl::InfiniteDuration()
+                                      ? absl::InfiniteFuture()
+                                      : budget_.failing_since() + max_time_;
+    delay = retry_.Take(std::move(delay), now, give_up_at, rec->end_status);
+    if (retry_.added_wait() > absl::ZeroDuration()) {
+      Notify(w, [added = retry_.added_wait()](StreamObserver& o) {
+        o.OnRetryBudgetWait(added);
+      });
+    }
+  }
   if (!delay.ok()) {
     GiveUpLocked(delay.status(), w);
     return;

@@ -148,10 +148,13 @@ void StreamMachine::OnConnectionAvailable() {
   if (recovery_jitter_ > absl::ZeroDuration()) {
     spread = gen_.Below(recovery_jitter_);
   }
-  if (reopen_due_ - clock_->Now() <= spread) return;
+  // Never earlier than the retry budget allows.
+  const absl::Time now = clock_->Now();
+  const absl::Time earliest = std::max(now + spread, retry_.not_before());
+  if (reopen_due_ <= earliest) return;
   hinted_due_ = std::max(hinted_due_, reopen_due_);
-  reopen_due_ = clock_->Now() + spread;
-  ArmLocked(reopen_timer_, spread, &StreamMachine::OnReopenTimerLocked);
+  reopen_due_ = earliest;
+  ArmLocked(reopen_timer_, earliest - now, &StreamMachine::OnReopenTimerLocked);
 }
 
 void StreamMachine::OnSettleTimerLocked(const std::shared_ptr<AttemptRec>& rec,

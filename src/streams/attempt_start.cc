@@ -14,6 +14,7 @@ void StreamMachine::BeginStartLocked(AttemptReason reason, Work& w) {
   }
   starting_ = true;
   phase_ = Phase::kRunning;
+  retry_.Release(clock_->Now());
   drained_during_start_.clear();
   auto self = this->shared_from_this();
   w.internal.Add([self, reason] { self->StartAttempt(reason); });

@@ -45,6 +45,7 @@ EndDecision DecideEnd(const EndFacts& f) {
     d.status = f.status;
     return d;
   }
+  d.spends_retry = f.cls == EndClass::kTransient && !f.progressed;
   if (f.has_fallback) {
     d.action = Action::kFallBack;
     return d;

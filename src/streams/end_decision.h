@@ -63,6 +63,11 @@ struct EndDecision {
   // Tell the connection source that the connection ended without notice (a
   // drain-class end that no drain announced).
   bool report_unannounced = false;
+  // The reopen is a retry after a failure (a transient end without
+  // progress): it takes one from the process's retry budget. Drains, the
+  // stream's own cancels (stalls, moves) and reopens after progress take
+  // nothing.
+  bool spends_retry = false;
 };
 
 // The rules, in order: nothing once the stream's end is decided; a callback

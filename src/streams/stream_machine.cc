@@ -23,6 +23,7 @@ void StreamMachine::StartFirst() {
   Work w;
   {
     MutexLock lock(&mu_);
+    retry_.OnFirstTry();
     BeginStartLocked(AttemptReason::kFirst, w);
   }
   Flush(w);
@@ -120,6 +121,7 @@ StreamMachine::StreamMachine(std::shared_ptr<ConnectionSource> source,
               ReopenBudget::Limits{options.max_attempts_without_progress,
                                    options.max_time_without_progress,
                                    options.reopen_after_progress_jitter}),
+      retry_(std::move(options.retry_budget)),
       gen_(setup.seed) {
   if (hooks_.initial_position) {
     stats_.has_last_seq = true;
@@ -176,6 +178,7 @@ void StreamMachine::EndLocked(const absl::Status& status, StreamEnd how,
   final_ = status;
   Notify(w, [status, how](StreamObserver& o) { o.OnStreamEnded(status, how); });
   reopen_timer_.Cancel(*clock_);
+  retry_.Release(clock_->Now());
   handoff_timer_.Cancel(*clock_);
   migration_timer_.Cancel(*clock_);
   resync_timer_.Cancel(*clock_);

@@ -36,6 +36,7 @@
 #include "tether/classification.h"
 #include "tether/clock.h"
 #include "tether/internal/breaker_gate.h"
+#include "tether/internal/budgeted_retry.h"
 #include "tether/internal/deferred.h"
 #include "tether/internal/delivery_queue.h"
 #include "tether/internal/mutex.h"
@@ -534,6 +535,7 @@ class StreamMachine final : public StreamCore,
   // Ends a resync whose `done` never comes (max_time_without_progress).
   TimerSlot resync_deadline_timer_ ABSL_GUARDED_BY(mu_);
   ReopenBudget budget_ ABSL_GUARDED_BY(mu_);
+  BudgetedRetry retry_ ABSL_GUARDED_BY(mu_);
   // Paces the moves on drain notices (32 bytes).
   NoticePace notice_pace_ ABSL_GUARDED_BY(mu_);
   StreamRandom gen_ ABSL_GUARDED_BY(mu_);  // 8 bytes (mt19937_64: 2.5 KB)

@@ -6,8 +6,13 @@
 // enough to open the client's breaker they deliver again as soon as the
 // servers are back, not when the break ends: the client gave its breaker
 // to the pool, which turns it half-open when a connection is usable again.
+// Two clients sharing one retry budget: a bad deploy that answers INTERNAL
+// to every stream is held to the budget, while a rollout of the other
+// dependency in the same run never waits for it.
 // Waits are on events with generous deadlines; nothing sleeps.
+#include <atomic>
 #include <condition_variable>
+#include <cstdio>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -23,6 +28,7 @@
 #include "tether/client.h"
 #include "tether/generated_method.h"
 #include "tether/internal/release_barrier.h"
+#include "tether/retry_budget.h"
 
 namespace tether {
 namespace {
@@ -79,6 +85,18 @@ class Ledger {
   std::vector<std::string> problems_;
 };
 
+// A watch of `key` that resumes after the last delivered sequence number.
+ReconnectingStream<WatchRequest, Event>::Spec WatchSpec(const std::string& key) {
+  ReconnectingStream<WatchRequest, Event>::Spec spec;
+  spec.start = StartWith<SeqStream>(&SeqStream::Stub::async::Watch);
+  spec.request.set_key(key);
+  spec.sequence_of = [](const Event& e) { return e.seq(); };
+  spec.resume_after = [](WatchRequest& r, std::uint64_t seq) {
+    r.set_after_seq(seq);
+  };
+  return spec;
+}
+
 TEST(ClientIntegrationTest, RestartsAndAnOutageThatEnds) {
   TestServerOptions ao;
   ao.name = "a";
@@ -111,17 +129,10 @@ TEST(ClientIntegrationTest, RestartsAndAnOutageThatEnds) {
   std::vector<std::unique_ptr<ReconnectingStream<WatchRequest, Event>>> streams;
   for (int i = 0; i < kKeys; ++i) {
     const std::string key = "k" + std::to_string(i);
-    ReconnectingStream<WatchRequest, Event>::Spec spec;
-    spec.start = StartWith<SeqStream>(&SeqStream::Stub::async::Watch);
-    spec.request.set_key(key);
-    spec.sequence_of = [](const Event& e) { return e.seq(); };
-    spec.resume_after = [](WatchRequest& r, std::uint64_t seq) {
-      r.set_after_seq(seq);
-    };
     StreamSettings settings;
     settings.method = "tether.test.SeqStream/Watch";
     auto stream = (*client)->Start(
-        spec, [&ledger](Event&& e) { ledger.Add(e); },
+        WatchSpec(key), [&ledger](Event&& e) { ledger.Add(e); },
         [&ledger, key](const absl::Status& s) { ledger.Done(key, s); },
         settings);
     ASSERT_TRUE(stream.ok()) << stream.status();
@@ -180,6 +191,112 @@ TEST(ClientIntegrationTest, RestartsAndAnOutageThatEnds) {
   EXPECT_TRUE(ledger.problems().empty())
       << "first problem: " << ledger.problems().front();
   client->reset();
+  EXPECT_TRUE(internal::WaitForReleases(kWait));
+}
+
+// Counts the reopens an empty retry budget held back.
+class BudgetWaits final : public StreamObserver {
+ public:
+  void OnRetryBudgetWait(absl::Duration) override { ++waits; }
+  std::atomic<int> waits{0};
+};
+
+TEST(ClientIntegrationTest, ARetryBudgetHoldsABadDeployNotARollout) {
+  TestServerOptions bado;
+  bado.name = "bad";
+  bado.permanent_status = grpc::Status(grpc::StatusCode::INTERNAL, "bad deploy");
+  TestServer bad(bado);
+  TestServerOptions ao;
+  ao.name = "a";
+  TestServerOptions bo;
+  bo.name = "b";
+  TestServer a(ao);
+  TestServer b(bo);
+  ASSERT_TRUE(bad.Start().ok());
+  ASSERT_TRUE(a.Start().ok());
+  ASSERT_TRUE(b.Start().ok());
+
+  RetryBudgetOptions budget_options;
+  budget_options.name = "process";
+  budget_options.min_retries_per_second = 5;
+  budget_options.window = absl::Seconds(1);
+  auto budget = RetryBudget::Create(budget_options);
+  ASSERT_TRUE(budget.ok()) << budget.status();
+
+  ClientOptions common;
+  common.logging = absl::nullopt;
+  common.use_breaker = false;  // the budget alone holds the bad deploy
+  common.retry_budget = *budget;
+  common.streams.max_time_without_progress = absl::InfiniteDuration();
+  common.streams.max_attempts_without_progress = 100000;
+  ExponentialBackoffOptions fast;  // so that only the budget holds retries
+  fast.initial_delay = absl::Milliseconds(10);
+  fast.max_delay = absl::Milliseconds(50);
+  common.streams.backoff = ExponentialBackoff::Create(fast).value();
+  ClientOptions bad_options = common;
+  bad_options.pool.addresses = {bad.address()};
+  ClientOptions good_options = common;
+  good_options.pool.addresses = {a.address(), b.address()};
+  auto good_waits = std::make_shared<BudgetWaits>();
+  good_options.streams.observer = good_waits;
+  auto bad_client = Client::Create(bad_options);
+  auto good_client = Client::Create(good_options);
+  ASSERT_TRUE(bad_client.ok()) << bad_client.status();
+  ASSERT_TRUE(good_client.ok()) << good_client.status();
+
+  const absl::Time start = absl::Now();
+  constexpr int kBad = 16;
+  constexpr int kGood = 4;
+  Ledger ledger;
+  std::vector<std::unique_ptr<ReconnectingStream<WatchRequest, Event>>> streams;
+  for (int i = 0; i < kBad; ++i) {
+    auto stream = (*bad_client)->Start(
+        WatchSpec("bad" + std::to_string(i)), [](Event&&) {},
+        [](const absl::Status&) {});
+    ASSERT_TRUE(stream.ok()) << stream.status();
+    streams.push_back(*std::move(stream));
+  }
+  for (int i = 0; i < kGood; ++i) {
+    const std::string key = "k" + std::to_string(i);
+    auto stream = (*good_client)->Start(
+        WatchSpec(key), [&ledger](Event&& e) { ledger.Add(e); },
+        [&ledger, key](const absl::Status& s) { ledger.Done(key, s); });
+    ASSERT_TRUE(stream.ok()) << stream.status();
+    streams.push_back(*std::move(stream));
+  }
+  ASSERT_TRUE(ledger.WaitForProgress(kGood, 20, kWait));
+  // The rollout: each good server in turn sends a GOAWAY and stops.
+  for (TestServer* server : {&a, &b}) {
+    server->ShutdownAsync(absl::Seconds(1));
+    ASSERT_TRUE(server->WaitForStopped(kWait));
+    ASSERT_TRUE(ledger.WaitForProgress(kGood, 20, kWait));
+    ASSERT_TRUE(server->Start().ok());
+  }
+  const std::int64_t bad_reopens = bad.stats().watches_started - kBad;
+  const RetryBudgetCounts counts = (*budget)->Counts();
+  const absl::Duration span = absl::Now() - start;  // after the count
+  streams.clear();
+
+  // The budget's bound: 5/s over the span and its 1 s window, plus 20% of
+  // the 20 first tries. Without it each bad stream would retry every
+  // 50 ms, some 300 reopens a second.
+  const double bound =
+      5 * absl::ToDoubleSeconds(span + absl::Seconds(1)) + 0.2 * (kBad + kGood);
+  EXPECT_LE(bad_reopens, bound) << "over " << span;
+  EXPECT_GT(counts.waited, 0u);
+  // The rollout's streams never waited for it although it was spent.
+  EXPECT_EQ(good_waits->waits.load(), 0);
+  EXPECT_TRUE(ledger.problems().empty())
+      << "first problem: " << ledger.problems().front();
+  RecordProperty("bad_reopens", static_cast<int>(bad_reopens));
+  RecordProperty("span_ms", static_cast<int>(absl::ToInt64Milliseconds(span)));
+  std::printf("[figure] retry budget: %lld bad-deploy reopens in %s (bound "
+              "%.0f); rollout streams held back: %d\n",
+              static_cast<long long>(bad_reopens),
+              absl::FormatDuration(span).c_str(), bound,
+              good_waits->waits.load());
+  bad_client->reset();
+  good_client->reset();
   EXPECT_TRUE(internal::WaitForReleases(kWait));
 }
 

@@ -110,6 +110,20 @@ TEST(DecideEndTest, OtherwiseReopenAfterProgressOrAfterAFailure) {
   EXPECT_TRUE(DecideEnd(f).after_progress);
 }
 
+TEST(DecideEndTest, OnlyATransientEndWithoutProgressSpendsARetry) {
+  EXPECT_TRUE(DecideEnd(Failed(EndClass::kTransient)).spends_retry);
+  EndFacts replacement = Failed(EndClass::kTransient);
+  replacement.has_fallback = true;
+  EXPECT_TRUE(DecideEnd(replacement).spends_retry);
+  EXPECT_FALSE(DecideEnd(Failed(EndClass::kDrain)).spends_retry);
+  EndFacts progressed = Failed(EndClass::kTransient);
+  progressed.progressed = true;
+  EXPECT_FALSE(DecideEnd(progressed).spends_retry);
+  EndFacts ours = Failed(EndClass::kTransient);
+  ours.by_client = true;
+  EXPECT_FALSE(DecideEnd(ours).spends_retry);
+}
+
 const absl::Time kNow = absl::UnixEpoch() + absl::Hours(1);
 
 TEST(WithPushbackTest, ReplacesTheDelayWithinTheBound) {

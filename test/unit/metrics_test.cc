@@ -318,6 +318,8 @@ TEST(MetricsStreamObserverTest, ResyncStallGaveUpAndNullSinkIsHarmless) {
   EXPECT_EQ(sink->Value(MetricId::kStalls, {kMethod, kTarget}), 1);
   obs->OnGaveUp(absl::UnavailableError("x"));
   EXPECT_EQ(sink->Value(MetricId::kStreamsGaveUp, {kMethod, kTarget}), 1);
+  obs->OnRetryBudgetWait(absl::Milliseconds(300));
+  EXPECT_EQ(sink->Value(MetricId::kRetryBudgetWaits, {kMethod, kTarget}), 1);
   // An end whose start was never seen records nothing.
   obs->OnAttemptEnded(AttemptInfo{}, absl::OkStatus(), EndClass::kOk, false);
   EXPECT_EQ(sink->TotalCount(MetricId::kAttemptDuration), 0u);

@@ -12,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "tether/circuit_breaker.h"
 #include "tether/reconnecting_stream.h"
+#include "tether/retry_budget.h"
 #include "tether/testing/fake_clock.h"
 #include "tether/testing/fake_transport.h"
 #include "tether/testing/fake_unary_transport.h"
@@ -97,6 +98,41 @@ TEST_F(UnaryCallTest, RetriesTransientFailuresWithBackoffThenSucceeds) {
   // Every pick was given back.
   EXPECT_EQ(source_->held(source_->current()), 0u);
   EXPECT_EQ(source_->releases(), 3u);
+}
+
+TEST_F(UnaryCallTest, ARetryBudgetHoldsRetriesAfterFailuresNotDrains) {
+  RetryBudgetOptions bo;
+  bo.retry_ratio = 0;
+  bo.min_retries_per_second = 1;
+  bo.window = absl::Seconds(1);  // one retry at once, then one a second
+  bo.clock = clock_;
+  auto budget = RetryBudget::Create(bo).value();
+  options_.retry_budget = budget;
+  options_.overall_timeout = absl::Seconds(10);
+  // Attempts in the order they start: call 1, call 2, call 1's retry
+  // (100 ms), call 1's retry after the drain (300 ms), call 2's retry (1 s).
+  unary_->Expect(Unary::Fail(absl::InternalError("bad deploy")));
+  unary_->Expect(Unary::Fail(absl::InternalError("bad deploy")));
+  unary_->Expect(Unary::Fail(absl::UnavailableError("draining")));
+  unary_->Expect(Unary::Ok(Resp{"v"}));
+  unary_->Expect(Unary::Ok(Resp{"w"}));
+  auto caller = Make();
+  Start(*caller, "1");
+  Start(*caller, "2");
+  // Call 1 took the one retry at hand; call 2 waits for the next, at 1 s.
+  EXPECT_EQ(budget->Counts().waited, 1u);
+  clock_->AdvanceBy(absl::Milliseconds(100));
+  EXPECT_EQ(unary_->call_count(), 3u);
+  clock_->AdvanceBy(absl::Milliseconds(200));  // the drain's retry: free
+  EXPECT_EQ(unary_->call_count(), 4u);
+  EXPECT_EQ(budget->Counts().retries, 2u);
+  clock_->AdvanceBy(absl::Milliseconds(650));
+  EXPECT_EQ(unary_->call_count(), 4u);
+  clock_->AdvanceBy(absl::Milliseconds(50));
+  EXPECT_EQ(unary_->call_count(), 5u);
+  ASSERT_EQ(results().size(), 2u);
+  EXPECT_TRUE(results()[0].ok() && results()[1].ok());
+  EXPECT_EQ(budget->Counts().retries, 2u);
 }
 
 TEST_F(UnaryCallTest, PermanentErrorEndsAtOnce) {

@@ -27,6 +27,7 @@
 #include "tether/classification.h"
 #include "tether/clock.h"
 #include "tether/internal/breaker_gate.h"
+#include "tether/internal/budgeted_retry.h"
 #include "tether/internal/grpc_call_context.h"
 #include "tether/internal/mutex.h"
 #include "tether/transport.h"
@@ -119,11 +120,18 @@ class UnaryRun final
         attempt_timeout_(options.attempt_timeout),
         deadline_(options.clock->Now() + options.overall_timeout),
         backoff_(std::move(setup.backoff)),
+        retry_(options.retry_budget),
         gen_(setup.seed),
         request_(std::move(request)),
         done_(std::move(done)) {}
 
-  void Start() { StartAttempt(AttemptReason::kFirst); }
+  void Start() {
+    {
+      MutexLock lock(&mu_);
+      retry_.OnFirstTry();
+    }
+    StartAttempt(AttemptReason::kFirst);
+  }
 
   // A unary attempt is short: it is not moved off a draining connection.
   void OnConnectionDraining(std::uint64_t, absl::string_view) override {}
@@ -159,7 +167,7 @@ class UnaryRun final
                         BreakerGate::ClassifyFailedPick(pick.status()),
                         pick.status());
       }
-      RetryOrFinish(pick.status(), RetryPushback());
+      RetryOrFinish(pick.status(), RetryPushback(), /*spends_retry=*/false);
       return;
     }
     AttemptInfo info;
@@ -219,10 +227,13 @@ class UnaryRun final
                          : status);
       return;
     }
-    RetryOrFinish(status, end.pushback);
+    RetryOrFinish(status, end.pushback, cls == EndClass::kTransient);
   }
 
-  void RetryOrFinish(const absl::Status& status, const RetryPushback& pushback) {
+  // `spends_retry`: a failure (not a drain, not a failed pick) that takes a
+  // retry from the retry budget.
+  void RetryOrFinish(const absl::Status& status, const RetryPushback& pushback,
+                     bool spends_retry) {
     if (attempts_ >= max_attempts_) {
       Finish(Bounded(status));
       return;
@@ -237,6 +248,18 @@ class UnaryRun final
     if (clock_->Now() + delay >= deadline_) {
       Finish(Bounded(status));
       return;
+    }
+    if (spends_retry) {
+      absl::StatusOr<absl::Duration> taken;
+      {
+        MutexLock lock(&mu_);
+        taken = retry_.Take(delay, clock_->Now(), deadline_, Bounded(status));
+      }
+      if (!taken.ok()) {
+        Finish(taken.status());
+        return;
+      }
+      delay = *taken;
     }
     auto self = this->shared_from_this();
     clock_->RunAfter(delay, [self] { self->StartAttempt(AttemptReason::kReopen); });
@@ -269,6 +292,7 @@ class UnaryRun final
   // only orders the backoff's and generator's use across those threads.
   Mutex mu_;
   std::unique_ptr<BackoffPolicy> backoff_ ABSL_GUARDED_BY(mu_);
+  BudgetedRetry retry_ ABSL_GUARDED_BY(mu_);
   std::mt19937_64 gen_ ABSL_GUARDED_BY(mu_);
   int attempts_ = 0;
   const Request request_;

@@ -505,6 +505,9 @@ class DeliveryChecker {
     void OnBackoff(absl::Duration delay, const absl::Status& last) override {
       if (next_) next_->OnBackoff(delay, last);
     }
+    void OnRetryBudgetWait(absl::Duration added) override {
+      if (next_) next_->OnRetryBudgetWait(added);
+    }
     void OnGaveUp(const absl::Status& status) override {
       if (next_) next_->OnGaveUp(status);
     }

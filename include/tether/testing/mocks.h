@@ -70,6 +70,7 @@ class MockStreamObserver : public StreamObserver {
   MOCK_METHOD(void, OnBackoff,
               (absl::Duration delay, const absl::Status& last_status),
               (override));
+  MOCK_METHOD(void, OnRetryBudgetWait, (absl::Duration added), (override));
   MOCK_METHOD(void, OnGaveUp, (const absl::Status& status), (override));
   MOCK_METHOD(void, OnDrainNotice, (const AttemptInfo& info), (override));
   MOCK_METHOD(void, OnConnectionDraining,

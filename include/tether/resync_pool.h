@@ -42,6 +42,12 @@ class ResyncPool {
   // The process's pool (default options), created on first use, never
   // destroyed.
   static const std::shared_ptr<ResyncPool>& Default();
+  // A pool with no threads: each resync runs on the thread that asks for it
+  // (the one where the stream learned it must resync: one of gRPC's, or a
+  // test's fake clock), with no tether lock held. Only for a `resync` that
+  // never blocks (it answers through `done`, now or later): deterministic
+  // tests and simulations. `max_threads()` is 0.
+  static std::shared_ptr<ResyncPool> Inline();
 
   ~ResyncPool();
   ResyncPool(const ResyncPool&) = delete;
@@ -49,7 +55,8 @@ class ResyncPool {
 
   // Runs `task` on one of the pool's threads, with no tether lock held:
   // at once on an idle thread or a new one, else after the tasks queued
-  // before it. `task` must not throw.
+  // before it (an `Inline()` pool: now, on this thread). `task` must not
+  // throw.
   void Run(std::function<void()> task);
 
   int max_threads() const;

@@ -45,7 +45,11 @@ struct ReconnectingStreamOptions {
   // having been healthy). Also the most resyncs in a row without a new item
   // (each after the first counts as a failed attempt; only an attempt
   // healthy for a whole `max_time_without_progress` before it asks starts
-  // that count over; none does when that bound is infinite). Default 20;
+  // that count over; none does when that bound is infinite). An attempt
+  // that a sign of recovery started before its backoff was over (see
+  // `recovery_jitter`) and that fails before it is healthy is not counted:
+  // the stream waits for the rest of its backoff (behind an L7 proxy with
+  // every backend down, such signs come often and are wrong). Default 20;
   // >= 1.
   int max_attempts_without_progress = 20;
 

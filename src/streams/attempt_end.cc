@@ -112,6 +112,11 @@ void StreamMachine::ApplyEndLocked(const std::shared_ptr<AttemptRec>& rec,
       FallBackLocked(w);
       break;
     case Action::kReopen:
+      if (!d.after_progress && !rec->healthy && !rec->pushback.present &&
+          !(d.unless_starting && starting_) &&
+          BackToScheduleLocked(rec->hinted_due, rec->end_status, w)) {
+        return;
+      }
       break;
   }
   const absl::Time now = clock_->Now();
@@ -167,9 +172,18 @@ void StreamMachine::ReportEndLater(const AttemptRec& rec,
       [self, id, report] { self->source_->ReportUnannouncedEnd(id, report); });
 }
 
+bool StreamMachine::BackToScheduleLocked(absl::Time due,
+                                         const absl::Status& why, Work& w) {
+  const absl::Time now = clock_->Now();
+  if (due <= now || !budget_.failing()) return false;
+  ArmReopenTimerLocked(due - now, why, w);
+  return true;
+}
+
 void StreamMachine::ArmReopenTimerLocked(absl::Duration delay,
                                          const absl::Status& last, Work& w) {
   phase_ = Phase::kWaiting;
+  hinted_due_ = absl::InfinitePast();  // the timer is the schedule now
   reopen_due_ = clock_->Now() + delay;
   if (delay > recovery_jitter_) {
     // Woken early if the source sees a usable connection come back.

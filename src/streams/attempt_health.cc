@@ -152,6 +152,7 @@ void StreamMachine::OnConnectionAvailable() {
   const absl::Time now = clock_->Now();
   const absl::Time earliest = std::max(now + spread, retry_.not_before());
   if (reopen_due_ <= earliest) return;
+  hinted_due_ = std::max(hinted_due_, reopen_due_);
   reopen_due_ = earliest;
   ArmLocked(reopen_timer_, earliest - now, &StreamMachine::OnReopenTimerLocked);
 }

@@ -125,6 +125,7 @@ void StreamMachine::AbandonStartLocked(
     Work& w) {
   starting_ = false;
   start_is_move_ = false;
+  hinted_due_ = absl::InfinitePast();
   ReleaseHoldLocked(w);
   RecordLater(ticket, BreakerGate::kIgnored, absl::OkStatus(), w);
   auto self = this->shared_from_this();
@@ -142,6 +143,8 @@ void StreamMachine::CommitStartLocked(
   start_is_move_ = false;
   migration_retry_delay_ = absl::ZeroDuration();
   auto rec = std::make_shared<AttemptRec>();
+  if (reason == AttemptReason::kReopen) rec->hinted_due = hinted_due_;
+  hinted_due_ = absl::InfinitePast();
   rec->ticket = std::move(ticket);
   rec->started = clock_->Now();
   rec->info.attempt = ++stats_.attempts;
@@ -198,6 +201,9 @@ void StreamMachine::OnStartFailedLocked(AttemptReason reason,
                                         absl::Duration breaker_wait, Work& w) {
   starting_ = false;
   start_is_move_ = false;
+  const absl::Time hinted_due =
+      reason == AttemptReason::kReopen ? hinted_due_ : absl::InfinitePast();
+  hinted_due_ = absl::InfinitePast();
   ReleaseHoldLocked(w);
   if (phase_ == Phase::kFinishing) {
     MaybeFinalizeLocked();
@@ -237,6 +243,7 @@ void StreamMachine::OnStartFailedLocked(AttemptReason reason,
     ArmReopenTimerLocked(*wait, status, w);
     return;
   }
+  if (BackToScheduleLocked(hinted_due, status, w)) return;
   const absl::Time now = clock_->Now();
   absl::StatusOr<absl::Duration> delay =
       budget_.OnFailure(now, now, status, absl::BitGenRef(gen_));

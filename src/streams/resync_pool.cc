@@ -76,6 +76,10 @@ const std::shared_ptr<ResyncPool>& ResyncPool::Default() {
   return *pool;
 }
 
+std::shared_ptr<ResyncPool> ResyncPool::Inline() {
+  return std::shared_ptr<ResyncPool>(new ResyncPool(0));
+}
+
 ResyncPool::ResyncPool(int max_threads)
     : state_(std::make_shared<State>(max_threads)) {}
 
@@ -86,6 +90,17 @@ ResyncPool::~ResyncPool() {
 }
 
 void ResyncPool::Run(std::function<void()> task) {
+  if (state_->max_threads == 0) {  // Inline()
+    {
+      internal::MutexLock lock(&state_->mu);
+      ++state_->running;
+    }
+    task();
+    task = nullptr;
+    internal::MutexLock lock(&state_->mu);
+    --state_->running;
+    return;
+  }
   bool spawn = false;
   {
     internal::MutexLock lock(&state_->mu);

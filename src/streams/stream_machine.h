@@ -84,6 +84,10 @@ struct AttemptRecord {
   bool held = false;
   RetryPushback pushback;   // the server's, from the end's trailers
   absl::Status end_status;  // the status it ended with
+  // Started before its backoff was over, on a hint that a usable connection
+  // is back (`OnConnectionAvailable`): the time the backoff had set.
+  // InfinitePast: started on schedule.
+  absl::Time hinted_due = absl::InfinitePast();
   // Whether the stream is moving off this attempt (make before break).
   bool leaving() const { return draining || stalled || noticed; }
   // Its end not seen yet, and the stream has not cancelled it.
@@ -422,6 +426,17 @@ class StreamMachine final : public StreamCore,
   void ArmReopenTimerLocked(absl::Duration delay, const absl::Status& last,
                             Work& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  // A start that a hint moved before its backoff's `due` failed before it
+  // was proven (its pick, or the attempt before a message or settling): the
+  // hint was wrong, not the dependency worse. While `due` is ahead, the
+  // stream waits for it again and the failure counts against nothing
+  // (neither `max_attempts_without_progress` nor the backoff's growth);
+  // false when `due` has passed (an ordinary failure then). The source
+  // paces its hints, and `max_time_without_progress` still bounds the
+  // failing period: `due` never lies past it.
+  bool BackToScheduleLocked(absl::Time due, const absl::Status& why, Work& w)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   void OnReopenTimerLocked(Work& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // --- Resync --------------------------------------------------------------
@@ -544,6 +559,9 @@ class StreamMachine final : public StreamCore,
   int live_attempts_ ABSL_GUARDED_BY(mu_) = 0;            // incl. retiring ones
   TimerSlot reopen_timer_ ABSL_GUARDED_BY(mu_);
   absl::Time reopen_due_ ABSL_GUARDED_BY(mu_);
+  // The backoff's own reopen time when a hint moved the reopen earlier
+  // (InfinitePast: none); taken by the start the hint makes.
+  absl::Time hinted_due_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   TimerSlot handoff_timer_ ABSL_GUARDED_BY(mu_);
   TimerSlot migration_timer_ ABSL_GUARDED_BY(mu_);
   absl::Duration migration_retry_delay_ ABSL_GUARDED_BY(mu_);

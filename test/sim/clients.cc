@@ -116,11 +116,23 @@ void SetPositions(Spec& spec, StreamKind kind, bool deliver_progress) {
 }  // namespace
 
 // Traces one stream's attempts.
+//
+// It also checks the reason each attempt reports: the first attempt a
+// resync starts (no failed start between: that would report a backoff)
+// says `kResync`.
 class Client::Tracer final : public StreamObserver {
  public:
-  Tracer(World& world, std::string name, double slow)
-      : world_(world), name_(std::move(name)), slow_(slow) {}
+  Tracer(World& world, Client& client, std::string name, double slow)
+      : world_(world), client_(client), name_(std::move(name)), slow_(slow) {}
   void OnAttemptStarted(const AttemptInfo& i) override {
+    client_.OnAttemptStarted();
+    if (after_resync_ && i.reason != AttemptReason::kResync) {
+      world_.Fail(absl::StrCat(name_, ": attempt ", i.attempt,
+                               ", the first after a resync, reports reason ",
+                               AttemptReasonName(i.reason),
+                               " (want resync)"));
+    }
+    after_resync_ = false;
     if (slow_ > 0 && world_.rng().Chance(slow_)) {
       world_.clock()->AdvanceBy(
           world_.rng().Between(absl::Microseconds(10), absl::Milliseconds(3)));
@@ -139,6 +151,7 @@ class Client::Tracer final : public StreamObserver {
                              by_client ? " (by the client)" : ""));
   }
   void OnBackoff(absl::Duration d, const absl::Status&) override {
+    after_resync_ = false;
     world_.Note(absl::StrCat(name_, ": backoff ", absl::FormatDuration(d)));
   }
   void OnStalled(const AttemptInfo& i, absl::Duration) override {
@@ -149,12 +162,16 @@ class Client::Tracer final : public StreamObserver {
   }
   void OnResync(const absl::Status&, std::uint64_t after) override {
     world_.Note(absl::StrCat(name_, ": resync after ", after));
+    after_resync_ = true;
+    client_.OnResynced(after);
   }
 
  private:
   World& world_;
+  Client& client_;
   const std::string name_;
   const double slow_;
+  bool after_resync_ = false;
 };
 
 template <class StreamT, class Checker>
@@ -174,7 +191,7 @@ absl::Status Client::StartChecked(typename StreamT::Spec spec,
 
 bool Client::Start() {
   options_.observer =
-      std::make_shared<Tracer>(world_, Name(), app_.slow_observer);
+      std::make_shared<Tracer>(world_, *this, Name(), app_.slow_observer);
   deliver_progress_ =
       kind_ == StreamKind::kSparse && world_.rng().Chance(0.5);
   auto on_violation = [this](const std::string& what) {
@@ -214,6 +231,12 @@ bool Client::Start() {
       };
     }
     SetPositions(spec, kind_, deliver_progress_);
+    if (feed_.resyncs) {
+      spec.resync_on_end = [](const absl::Status& s) {
+        return s.code() == absl::StatusCode::kOutOfRange;
+      };
+      spec.resync = [this](ResyncDone done) { Listing(std::move(done)); };
+    }
     checker_ = std::make_unique<fakes::DeliveryChecker<SimMsg>>(
         fakes::DeliveryChecker<SimMsg>::For(spec, options_));
     checker_->SetOnViolation(on_violation);
@@ -230,7 +253,54 @@ bool Client::Skippable(const SimMsg& e) const {
   return e.progress && !deliver_progress_;
 }
 
+void Client::OnResynced(std::uint64_t after) {
+  resync_pending_ = true;
+  resync_after_ = after;
+}
+
+void Client::Listing(ResyncDone done) {
+  const double u = world_.rng().Unit();
+  if (u < app_.resync_hang) {
+    // A listing that never answers: the stream must end once the resync
+    // has taken max_time_without_progress (after a backoff of at most
+    // 10 s when resyncs come in a row).
+    world_.Note(absl::StrCat(Name(), ": the listing hangs"));
+    listing_hung_ = true;
+    AllowEnd();
+    const absl::Duration bound =
+        options_.max_time_without_progress + absl::Seconds(11);
+    world_.After(bound, [this, bound] {
+      if (live()) {
+        world_.Fail(absl::StrCat(Name(), ": still runs ",
+                                 absl::FormatDuration(bound),
+                                 " after its resync hung"));
+      }
+    });
+    return;
+  }
+  if (u < app_.resync_hang + app_.resync_slow) {
+    const absl::Duration d =
+        world_.rng().Between(absl::Milliseconds(1), absl::Seconds(5));
+    world_.Note(absl::StrCat(Name(), ": the listing answers in ",
+                             absl::FormatDuration(d)));
+    Feed* feed = &feed_;
+    world_.After(d, [feed, done = std::move(done)] { done(feed->head()); });
+    return;
+  }
+  done(feed_.head());
+}
+
 bool Client::Expect(const SimMsg& m) {
+  if (resync_pending_ && m.last > resync_after_) {
+    // The first delivery past a resync: the log's next entry after the
+    // position the listing gave (what lies between was listed).
+    resync_pending_ = false;
+    if (!has_last_ || last_ < resync_after_) {
+      expect_ = feed_.FirstAfter(resync_after_);
+      has_last_ = true;
+      last_ = resync_after_;
+    }
+  }
   std::size_t i = expect_;
   while (i < feed_.log.size() && Skippable(feed_.log[i])) ++i;
   if (i < feed_.log.size()) {
@@ -255,7 +325,6 @@ bool Client::Expect(const SimMsg& m) {
 void Client::OnMessage(SimMsg&& m) {
   if (destroyed_) return;  // the checker reports it
   ++delivered_;
-  if (m.compacted) return;  // never delivered by a resyncing stream
   if (Expect(m)) {
     has_last_ = true;
     last_ = m.last;
@@ -359,6 +428,7 @@ void Client::OnCall(Call& call) {
                              " (the stream must end instead)"));
   }
   latest_call_ = call.id();
+  ++calls_started_;
   std::size_t kept = 0;
   for (std::size_t i = 0; i < calls_.size(); ++i) {
     std::shared_ptr<Call> c = calls_[i].lock();
@@ -369,6 +439,7 @@ void Client::OnCall(Call& call) {
 }
 
 bool Client::OtherCallRunning(const Call& call) const {
+  if (attempts_started_ > calls_started_) return true;
   for (const auto& w : calls_) {
     std::shared_ptr<Call> c = w.lock();
     if (c && !c->done() && c.get() != &call) return true;
@@ -377,7 +448,7 @@ bool Client::OtherCallRunning(const Call& call) const {
 }
 
 bool Client::CaughtUp(std::string* why) const {
-  if (ended()) return true;
+  if (ended() || listing_hung_) return true;  // its end is checked apart
   std::size_t i = expect_;
   while (i < feed_.log.size() && Skippable(feed_.log[i])) ++i;
   if (i < feed_.log.size()) {

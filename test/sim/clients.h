@@ -46,6 +46,11 @@ struct AppBehavior {
   double slow_observer = 0;
   // Bidi: the mean time between the app's writes.
   absl::Duration write_every = absl::Seconds(3);
+  // Streams with positions resync when the store compacted their log past
+  // their resume position: the app's listing answers at once, or after a
+  // simulated while (chance `resync_slow`), or never (`resync_hang`).
+  double resync_slow = 0;
+  double resync_hang = 0;
 };
 
 // One stream of the app, and the checks on it.
@@ -94,9 +99,15 @@ class Client {
   void ExpectEnd(std::string why);
   // A call of this stream started (the network's word).
   void OnCall(Call& call);
-  // Another call of this stream than `call` is still running.
+  // Another call of this stream than `call` is still running, or the
+  // stream has started an attempt whose call has not started yet.
   bool OtherCallRunning(const Call& call) const;
+  // The stream's observer saw an attempt start.
+  void OnAttemptStarted() { ++attempts_started_; }
   std::uint64_t latest_call() const { return latest_call_; }
+  // The stream's observer saw a resync to `after`: the next delivery may
+  // skip to the log's first entry past it.
+  void OnResynced(std::uint64_t after);
   absl::Time done_at() const { return done_at_; }
   absl::Status done_status() const { return done_status_; }
   absl::Time last_progress() const { return last_progress_; }
@@ -120,6 +131,8 @@ class Client {
   bool Expect(const SimMsg& m);
   bool Skippable(const SimMsg& e) const;
   std::string Name() const;
+  // The app's `resync`: lists the log and answers with its head.
+  void Listing(ResyncDone done);
 
   World& world_;
   Network& network_;
@@ -140,6 +153,10 @@ class Client {
   bool has_last_ = false;
   std::uint64_t last_ = 0;
   std::uint64_t delivered_ = 0;
+  // A resync to this position that no delivery has passed yet.
+  bool resync_pending_ = false;
+  std::uint64_t resync_after_ = 0;
+  bool listing_hung_ = false;  // the stream must end within its bound
   absl::Time last_progress_;
   bool in_callback_ = false;
   bool done_ = false;
@@ -149,6 +166,8 @@ class Client {
   bool end_allowed_ = false;
   std::string end_expected_;  // why the stream must end; "" when it need not
   std::uint64_t latest_call_ = 0;
+  std::uint64_t attempts_started_ = 0;  // as the observer saw them
+  std::uint64_t calls_started_ = 0;     // as the network saw them
   std::vector<std::weak_ptr<Call>> calls_;
   absl::Time done_at_ = absl::InfiniteFuture();
   absl::Status done_status_;

@@ -26,9 +26,6 @@ struct SimMsg {
   std::uint64_t last = 0;
   bool progress = false;
   std::uint64_t ack = 0;
-  // "Cannot resume from here": the log was compacted past the attempt's
-  // resume position (the stream resyncs).
-  bool compacted = false;
 
   Position position() const {
     if (progress) return Position::Progress(last);
@@ -44,7 +41,6 @@ struct SimMsg {
                     : first == last ? absl::StrCat("item ", first)
                                     : absl::StrCat("batch ", first, "..", last);
     if (ack) absl::StrAppend(&s, " ack w", ack);
-    if (compacted) s = "compacted";
     return s;
   }
 };
@@ -69,13 +65,16 @@ class Call;
 // One stream's log. Entries only grow (positions increase); a replica
 // serving an attempt sends every entry after the attempt's resume position,
 // then each new one. `compacted_below`: a resume position below it cannot
-// be served (the attempt gets a `compacted` message and must resync).
+// be served (the call ends OUT_OF_RANGE "compacted", as an etcd watch below
+// the compaction point does; the stream must resync).
 struct Feed {
   int index = 0;
   bool dense = true;
   std::vector<SimMsg> log;
   std::uint64_t next = 1;  // the next item's position
   std::uint64_t compacted_below = 0;
+  // Its stream resyncs, so the store may compact this log.
+  bool resyncs = false;
   // Writes the server applied (bidi), by id: each acknowledged once in the
   // log, however often it is replayed.
   std::set<std::uint64_t> applied;

@@ -61,10 +61,7 @@ void Call::Open(bool has_after, std::uint64_t after) {
   has_sent_ = has_after;
   sent_ = after;
   if (has_after && after < feed_->compacted_below) {
-    SimMsg m;
-    m.compacted = true;
-    server_open_ = false;
-    Send(m);
+    ServerEnd(absl::OutOfRangeError("compacted"));
     return;
   }
   CatchUp();
@@ -91,10 +88,8 @@ void Call::Offer(const SimMsg& m) {
 }
 
 void Call::Send(const SimMsg& m) {
-  if (!m.compacted) {
-    sent_ = m.last;
-    has_sent_ = true;
-  }
+  sent_ = m.last;
+  has_sent_ = true;
   std::weak_ptr<Call> weak = weak_from_this();
   net_->world().After(latency_, [weak, m] {
     if (auto self = weak.lock()) self->Arrive(m);

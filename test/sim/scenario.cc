@@ -15,6 +15,7 @@
 #include "connections/pool_core.h"
 #include "tether/circuit_breaker.h"
 #include "tether/connection_pool.h"
+#include "tether/resync_pool.h"
 
 namespace tether {
 namespace sim {
@@ -82,6 +83,7 @@ std::string Scenario::Describe() const {
       breaker ? ", breaker" : "",
       max_outbox != 64 ? absl::StrCat(", outbox ", max_outbox) : "",
       slow_start > 0 ? ", slow starts" : "",
+      compaction > 0 ? absl::StrCat(", compaction ", compaction) : "",
       outage ? absl::StrCat(", outage of ", absl::FormatDuration(outage_length),
                             " at ", absl::FormatDuration(outage_at))
              : "");
@@ -126,12 +128,6 @@ Scenario Draw(std::uint64_t seed, const Overrides& o) {
   s.slow_start = rng.Chance(0.3) ? 0.05 : 0;
   s.app.slow_observer = s.slow_start;
   s.outage = rng.Chance(0.2);
-  // Behind an L7 proxy a short outage of every backend ends streams
-  // within seconds (an open finding, see docs/simulator.md): drawn only
-  // on request.
-  if (s.outage && s.topology == Topology::kProxy && !o.open_findings) {
-    s.outage = false;
-  }
   if (s.outage) {
     s.max_time_without_progress =
         rng.Between(absl::Seconds(20), absl::Seconds(40));
@@ -140,6 +136,14 @@ Scenario Draw(std::uint64_t seed, const Overrides& o) {
         rng.Chance(0.5)
             ? rng.Between(absl::Seconds(1), s.max_time_without_progress / 3)
             : s.max_time_without_progress + absl::Seconds(45);
+  }
+  // Drawn from a source of their own, so that the draws above, and the
+  // seeds that cover them, stay as they were.
+  Rng more(seed * 0x9e3779b97f4a7c15ULL + 101);
+  if (more.Chance(0.3)) {
+    s.compaction = 0.2 + 0.6 * more.Unit();
+    s.app.resync_slow = more.Chance(0.5) ? 0.4 : 0;
+    s.app.resync_hang = more.Chance(0.3) ? 0.05 : 0;
   }
   if (o.streams) s.streams = *o.streams;
   if (o.length) s.length = *o.length;
@@ -154,6 +158,7 @@ Scenario Draw(std::uint64_t seed, const Overrides& o) {
     s.app_end_rate = 0;
     s.app.reentrant_end = 0;
     s.outage = false;
+    s.compaction = 0;
     s.max_time_without_progress = absl::Minutes(2);
   }
   return s;
@@ -247,12 +252,17 @@ class Runner {
         });
     core_->Start();
     source_->Flush();
+    // Resyncs run on the thread that asks (the simulation's only one).
+    std::shared_ptr<ResyncPool> resyncs = ResyncPool::Inline();
 
     for (int i = 0; i < s_.streams; ++i) {
       const StreamKind kind = s_.kinds[rng_.Below(s_.kinds.size())];
       auto feed = std::make_unique<Feed>();
       feed->index = i;
       feed->dense = kind != StreamKind::kSparse;
+      feed->resyncs = s_.compaction > 0 && (kind == StreamKind::kDense ||
+                                            kind == StreamKind::kSparse ||
+                                            kind == StreamKind::kBatch);
       ReconnectingStreamOptions so;
       so.clock = world_.clock();
       so.random_seed = rng_.Next() | 1;
@@ -263,6 +273,7 @@ class Runner {
       so.max_time_without_progress = s_.max_time_without_progress;
       so.breaker = breaker_;
       so.max_outbox = s_.max_outbox;
+      so.resync_pool = resyncs;
       auto client = std::make_unique<Client>(world_, *network_, source_,
                                              *feed, kind, s_.app, so);
       feeds_.push_back(std::move(feed));
@@ -299,6 +310,10 @@ class Runner {
       }
     }
     world_.After(s_.rollout_every, [this] { Rollout(); });
+    if (s_.compaction > 0) {
+      world_.After(rng_.Between(absl::Seconds(1), absl::Seconds(5)),
+                   [this] { Compact(); });
+    }
     if (s_.outage) {
       world_.After(s_.outage_at, [this] { StartOutage(); });
     }
@@ -396,6 +411,21 @@ class Runner {
     }
     if (s_.fault_rate > 0 && rng_.Chance(s_.fault_rate)) InjectFault();
     world_.After(s_.rollout_every, [this] { Rollout(); });
+  }
+
+  // Now and then the store compacts every log whose stream resyncs up to
+  // its head: a stream behind it (paused, black-holed, in an outage, or an
+  // item in flight) resyncs when it resumes.
+  void Compact() {
+    if (healing_) return;
+    if (rng_.Chance(s_.compaction)) {
+      world_.Note("store: compacts the logs up to their heads");
+      for (auto& f : feeds_) {
+        if (f->resyncs) f->compacted_below = f->head();
+      }
+    }
+    world_.After(rng_.Between(absl::Seconds(1), absl::Seconds(5)),
+                 [this] { Compact(); });
   }
 
   void InjectFault() {

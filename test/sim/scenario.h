@@ -66,6 +66,11 @@ struct Scenario {
   // Chance that starting a call lets other events run first (see
   // Network::Options::slow_start).
   double slow_start = 0;
+  // Chance, every 1-5 s, that the store compacts the logs of the streams
+  // that resync (dense, sparse, batch) up to their heads: a stream that
+  // resumes below that must resync (its app's listing answers, slowly or
+  // not, or hangs: `app.resync_*`).
+  double compaction = 0;
 
   std::string Describe() const;
 };

@@ -140,6 +140,47 @@ TEST_F(StreamFaultsTest, RecoveryWakesAStreamWaitingOutItsBackoff) {
   EXPECT_THAT(got(), ElementsAre(1));
 }
 
+// Behind an L7 proxy with every backend down, the proxy's connection stays
+// usable: each hint that a connection is back may be wrong. An attempt a
+// hint started early that fails spends nothing of the budget and leaves the
+// backoff where it was; the attempts on schedule still end the stream.
+TEST_F(StreamFaultsTest, WakeUpsThatFailSpendNothingOfTheBudget) {
+  options_.recovery_jitter = absl::Milliseconds(20);
+  options_.max_attempts_without_progress = 3;
+  options_.max_time_without_progress = absl::Minutes(10);
+  ExponentialBackoffOptions b;
+  b.initial_delay = absl::Seconds(30);
+  b.max_delay = absl::Seconds(30);
+  b.jitter = Jitter::kNone;
+  options_.backoff = ExponentialBackoff::Create(b).value();
+  for (int i = 0; i < 40; ++i) {
+    transport_->Expect(Transport::Script().ConnectFails());
+  }
+  auto stream = Start();
+  clock_->RunDue();
+  ASSERT_EQ(transport_->attempt_count(), 1u);
+  const absl::Time due = clock_->NextDue();
+  ASSERT_GT(due - clock_->Now(), absl::Seconds(20));
+  // Ten wrong hints: ten attempts, more than the budget allows, none of
+  // them counted; the stream waits for its backoff's time again each time.
+  for (std::size_t i = 1; i <= 10; ++i) {
+    ASSERT_GE(source_->waiting_for_recovery(), 1u) << i;
+    source_->Recover();
+    clock_->AdvanceBy(absl::Milliseconds(20));
+    clock_->RunDue();
+    ASSERT_EQ(transport_->attempt_count(), 1 + i);
+    EXPECT_EQ(clock_->NextDue(), due) << i;
+  }
+  EXPECT_TRUE(done().empty());
+  // On schedule, the budget counts: the third failed attempt ends it.
+  while (done().empty() && clock_->AdvanceToNextTimer()) {
+  }
+  ASSERT_EQ(done().size(), 1u);
+  EXPECT_THAT(std::string(done()[0].message()),
+              HasSubstr("gave up after 3 attempts"));
+  EXPECT_EQ(transport_->attempt_count(), 13u);
+}
+
 TEST_F(StreamFaultsTest, InvalidFaultOptionsAreRejected) {
   auto bad = [&](ReconnectingStreamOptions o, absl::string_view field) {
     absl::Status s = Validate(o);

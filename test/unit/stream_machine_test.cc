@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -268,6 +269,30 @@ TEST_F(ResyncsSideBySideTest, TheResyncPoolBoundsHowManyRunAtOnce) {
   t.hung->release.Signal();
   EXPECT_TRUE(t.b_called->Wait(kWaitLimit));
   EXPECT_TRUE(t.hung->returned.Wait(kWaitLimit));
+}
+
+// An inline pool runs each resync on the thread that asks for it: under a
+// fake clock the whole resync happens within the call that ended the
+// attempt, with no other thread (what a deterministic simulation needs).
+TEST_F(StreamMachineTest, AnInlinePoolResyncsOnTheAskingThread) {
+  std::shared_ptr<ResyncPool> pool = ResyncPool::Inline();
+  EXPECT_EQ(pool->max_threads(), 0);
+  options_.resync_pool = pool;
+  const std::thread::id test_thread = std::this_thread::get_id();
+  std::thread::id resync_thread;
+  auto stream = Start(WithResync(SeqSpec(), [&](ResyncDone done) {
+    resync_thread = std::this_thread::get_id();
+    EXPECT_EQ(pool->running(), 1u);
+    done(40);
+  }));
+  transport_->attempt(0)->Send(M(1));
+  transport_->attempt(0)->Finish(absl::OutOfRangeError("compacted"));
+  EXPECT_EQ(resync_thread, test_thread);
+  ASSERT_EQ(transport_->attempt_count(), 2u);
+  EXPECT_EQ(transport_->attempt(1)->request().after, 40u);
+  EXPECT_EQ(transport_->attempt(1)->info().reason, AttemptReason::kResync);
+  EXPECT_EQ(pool->running(), 0u);
+  EXPECT_EQ(pool->queued(), 0u);
 }
 
 TEST(ResyncPoolTest, MaxThreadsIsValidatedAtItsExtremes) {

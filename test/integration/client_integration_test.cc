@@ -97,13 +97,15 @@ ReconnectingStream<WatchRequest, Event>::Spec WatchSpec(const std::string& key) 
   return spec;
 }
 
+TestServerOptions Named(const std::string& name) {
+  TestServerOptions o;
+  o.name = name;
+  return o;
+}
+
 TEST(ClientIntegrationTest, RestartsAndAnOutageThatEnds) {
-  TestServerOptions ao;
-  ao.name = "a";
-  TestServerOptions bo;
-  bo.name = "b";
-  TestServer a(ao);
-  TestServer b(bo);
+  TestServer a(Named("a"));
+  TestServer b(Named("b"));
   ASSERT_TRUE(a.Start().ok());
   ASSERT_TRUE(b.Start().ok());
 
@@ -202,16 +204,11 @@ class BudgetWaits final : public StreamObserver {
 };
 
 TEST(ClientIntegrationTest, ARetryBudgetHoldsABadDeployNotARollout) {
-  TestServerOptions bado;
-  bado.name = "bad";
+  TestServerOptions bado = Named("bad");
   bado.permanent_status = grpc::Status(grpc::StatusCode::INTERNAL, "bad deploy");
   TestServer bad(bado);
-  TestServerOptions ao;
-  ao.name = "a";
-  TestServerOptions bo;
-  bo.name = "b";
-  TestServer a(ao);
-  TestServer b(bo);
+  TestServer a(Named("a"));
+  TestServer b(Named("b"));
   ASSERT_TRUE(bad.Start().ok());
   ASSERT_TRUE(a.Start().ok());
   ASSERT_TRUE(b.Start().ok());

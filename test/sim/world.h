@@ -7,6 +7,7 @@
 #ifndef TETHER_TEST_SIM_WORLD_H_
 #define TETHER_TEST_SIM_WORLD_H_
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -60,27 +61,44 @@ class Rng {
   std::uint64_t state_;
 };
 
-// The last `capacity` events, for the report of a failed run.
+// The last `capacity` events, for the report of a failed run. A ring of
+// (time, text): the time is formatted only when the trace is read (a run
+// records millions of events and reads the trace only when it fails).
 class Trace {
  public:
-  explicit Trace(std::size_t capacity) : capacity_(capacity) {}
+  explicit Trace(std::size_t capacity) : events_(capacity) {}
   void Add(absl::Time at, std::string what) {
     if (echo_) std::fprintf(stderr, "%s %s\n", Stamp(at).c_str(), what.c_str());
-    lines_.push_back(absl::StrCat(Stamp(at), " ", what));
-    if (lines_.size() > capacity_) lines_.pop_front();
+    Event& e = events_[next_ % events_.size()];
+    e.at = at;
+    e.what = std::move(what);
+    ++next_;
   }
   void set_echo(bool echo) { echo_ = echo; }
-  const std::deque<std::string>& lines() const { return lines_; }
+  // The events kept, oldest first.
+  std::deque<std::string> lines() const {
+    std::deque<std::string> out;
+    const std::size_t n = std::min(next_, events_.size());
+    for (std::size_t i = next_ - n; i < next_; ++i) {
+      const Event& e = events_[i % events_.size()];
+      out.push_back(absl::StrCat(Stamp(e.at), " ", e.what));
+    }
+    return out;
+  }
   void set_origin(absl::Time origin) { origin_ = origin; }
 
  private:
+  struct Event {
+    absl::Time at;
+    std::string what;
+  };
   std::string Stamp(absl::Time at) const {
     return absl::StrCat(
         "t=", absl::StrFormat("%.6f", absl::ToDoubleSeconds(at - origin_)),
         "s");
   }
-  const std::size_t capacity_;
-  std::deque<std::string> lines_;
+  std::vector<Event> events_;
+  std::size_t next_ = 0;  // events ever added
   absl::Time origin_ = absl::UnixEpoch();
   bool echo_ = false;
 };

@@ -4,13 +4,12 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
-#include <map>
 #include <thread>
-#include <unordered_map>
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
 #include "tether/internal/mutex.h"
+#include "tether/internal/timer_queue.h"
 
 namespace tether {
 namespace {
@@ -20,9 +19,10 @@ namespace {
 // to `std::chrono` (which overflows past about 292 years of nanoseconds).
 constexpr absl::Duration kMaxWait = absl::Hours(1);
 
-// `SystemClock()`: `steady_clock` time, one thread, one ordered map of due
-// times. Good for the few timers a stream has (one backoff or hand-off timer
-// at a time) and a pool's idle timers.
+// `SystemClock()`: `steady_clock` time, one thread, one `TimerQueue`. The
+// thread waits for the earliest timer; a new timer wakes it only when it
+// falls due before that one (streams arm timers on every attempt, mostly
+// far off: a wake-up each would cost a context switch).
 //
 // A due time may be anything `absl::Time + Duration` gives, including
 // `InfiniteFuture()` (a delay of `InfiniteDuration()`): such a timer never
@@ -48,47 +48,39 @@ class SteadyClock final : public Clock {
     // absl::Time + Duration saturates: InfiniteDuration gives InfiniteFuture.
     const absl::Time due = Now() + std::max(delay, absl::ZeroDuration());
     TimerId id;
+    bool earliest;
     {
       internal::MutexLock lock(&mu_);
-      id = ++last_id_;
-      timers_.emplace(std::make_pair(due, id), std::move(fn));
-      due_of_.emplace(id, due);
+      earliest = due < timers_.NextDue();
+      id = timers_.Add(due, std::move(fn));
     }
-    cv_.notify_one();
+    if (earliest) cv_.notify_one();
     return id;
   }
 
   bool Cancel(TimerId id) override {
     std::function<void()> drop;  // destroyed after the lock is released
     internal::MutexLock lock(&mu_);
-    auto it = due_of_.find(id);
-    if (it == due_of_.end()) return false;
-    auto timer = timers_.find(std::make_pair(it->second, id));
-    drop = std::move(timer->second);
-    timers_.erase(timer);
-    due_of_.erase(it);
-    return true;
+    return timers_.Cancel(id, &drop);
   }
 
  private:
   void Loop() {
     mu_.Lock();
     for (;;) {
-      if (timers_.empty() ||
-          timers_.begin()->first.first == absl::InfiniteFuture()) {
+      const absl::Time next = timers_.NextDue();
+      if (next == absl::InfiniteFuture()) {
         cv_.wait(mu_);  // nothing will ever fall due without a new timer
         continue;
       }
-      auto it = timers_.begin();
       const absl::Time now = Now();
-      if (it->first.first > now) {
-        const absl::Duration wait = std::min(it->first.first - now, kMaxWait);
+      std::function<void()> fn;
+      absl::Time due;
+      if (!timers_.TakeDue(now, &due, &fn)) {
+        const absl::Duration wait = std::min(next - now, kMaxWait);
         cv_.wait_for(mu_, absl::ToChronoNanoseconds(wait));
         continue;
       }
-      std::function<void()> fn = std::move(it->second);
-      due_of_.erase(it->first.second);
-      timers_.erase(it);
       mu_.Unlock();
       fn();
       fn = nullptr;  // its captures are released with no lock held too
@@ -97,13 +89,10 @@ class SteadyClock final : public Clock {
   }
 
   internal::Mutex mu_;
-  // Waits on steady_clock; signalled when a timer is added.
+  // Waits on steady_clock; signalled when a timer is added that falls due
+  // before every other.
   std::condition_variable_any cv_;
-  // Ordered by due time; `due_of_` finds a timer by id for `Cancel`.
-  std::map<std::pair<absl::Time, TimerId>, std::function<void()>> timers_
-      ABSL_GUARDED_BY(mu_);
-  std::unordered_map<TimerId, absl::Time> due_of_ ABSL_GUARDED_BY(mu_);
-  TimerId last_id_ ABSL_GUARDED_BY(mu_) = 0;
+  internal::TimerQueue timers_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace

@@ -4,14 +4,12 @@
 
 #include <cstddef>
 #include <functional>
-#include <map>
 #include <mutex>
-#include <unordered_map>
 #include <utility>
-#include <vector>
 
 #include "absl/time/time.h"
 #include "tether/clock.h"
+#include "tether/internal/timer_queue.h"
 
 namespace tether {
 namespace fakes {
@@ -41,20 +39,14 @@ class FakeClock final : public Clock {
 
   TimerId RunAfter(absl::Duration delay, std::function<void()> fn) override {
     std::lock_guard<std::mutex> lock(mu_);
-    TimerId id = ++last_id_;
     if (delay < absl::ZeroDuration()) delay = absl::ZeroDuration();
-    timers_.emplace(std::make_pair(now_ + delay, id), std::move(fn));
-    due_.emplace(id, now_ + delay);
-    return id;
+    return timers_.Add(now_ + delay, std::move(fn));
   }
 
   bool Cancel(TimerId id) override {
+    std::function<void()> dropped;  // destroyed with no lock held
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = due_.find(id);
-    if (it == due_.end()) return false;
-    timers_.erase(std::make_pair(it->second, id));
-    due_.erase(it);
-    return true;
+    return timers_.Cancel(id, &dropped);
   }
 
   // Moves time forward by `d` (>= 0), running due timers in order.
@@ -67,15 +59,12 @@ class FakeClock final : public Clock {
       std::function<void()> fn;
       {
         std::lock_guard<std::mutex> lock(mu_);
-        auto it = timers_.begin();
-        if (it == timers_.end() || it->first.first > t) {
+        absl::Time due;
+        if (!timers_.TakeDue(t, &due, &fn)) {
           if (t > now_) now_ = t;
           return;
         }
-        if (it->first.first > now_) now_ = it->first.first;
-        fn = std::move(it->second);
-        due_.erase(it->first.second);
-        timers_.erase(it);
+        if (due > now_) now_ = due;
       }
       fn();
     }
@@ -93,8 +82,7 @@ class FakeClock final : public Clock {
   // The due time of the earliest waiting timer, or InfiniteFuture.
   absl::Time NextDue() {
     std::lock_guard<std::mutex> lock(mu_);
-    return timers_.empty() ? absl::InfiniteFuture()
-                           : timers_.begin()->first.first;
+    return timers_.NextDue();
   }
 
   // Advances to the earliest waiting timer and runs everything due then.
@@ -109,11 +97,7 @@ class FakeClock final : public Clock {
  private:
   std::mutex mu_;
   absl::Time now_;
-  std::map<std::pair<absl::Time, TimerId>, std::function<void()>> timers_;
-  // Each waiting timer's due time, so that `Cancel` finds it at once (a
-  // simulation cancels thousands of timers a second).
-  std::unordered_map<TimerId, absl::Time> due_;
-  TimerId last_id_ = 0;
+  internal::TimerQueue timers_;
 };
 
 }  // namespace fakes

@@ -1,0 +1,117 @@
+// Copyright 2026 The tether Authors. Licensed under the Apache License 2.0.
+// Internal: the waiting timers of a clock, by due time, cancellable by id.
+#ifndef TETHER_INTERNAL_TIMER_QUEUE_H_
+#define TETHER_INTERNAL_TIMER_QUEUE_H_
+
+#include <algorithm>
+#include <cstddef>
+#include <functional>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/time/time.h"
+#include "tether/clock.h"
+
+namespace tether {
+namespace internal {
+
+// Timers in due order (equal due times in the order they were added), each
+// found by its id for `Cancel`. Both of tether's clocks keep their timers
+// here: `SystemClock()` and `fakes::FakeClock`.
+//
+// The rule: a binary heap of (due, id) and a hash map from id to callback.
+// `Cancel` only erases the callback; its heap entry goes stale and is
+// skipped when it reaches the top (and all stale entries are dropped at once
+// when they outnumber the live ones). So adding, cancelling and taking a
+// timer cost no allocation of their own (a callback's captures may), which
+// matters to a stream that arms and cancels timers on every attempt and to
+// a simulation that runs millions of timers.
+//
+// Not thread-safe: the clock that owns it guards it with its lock.
+class TimerQueue {
+ public:
+  using TimerId = Clock::TimerId;
+
+  // Adds a timer due at `due`; returns its id (1, 2, ...: never reused).
+  TimerId Add(absl::Time due, std::function<void()> fn) {
+    const TimerId id = ++last_id_;
+    heap_.push_back(Entry{due, id});
+    std::push_heap(heap_.begin(), heap_.end(), Later);
+    fns_.emplace(id, std::move(fn));
+    return id;
+  }
+
+  // Removes timer `id`; false when it is not waiting (ran, cancelled or
+  // unknown). Its callback moves to `*dropped` when given (the caller may
+  // destroy it with no lock held).
+  bool Cancel(TimerId id, std::function<void()>* dropped = nullptr) {
+    auto it = fns_.find(id);
+    if (it == fns_.end()) return false;
+    if (dropped) *dropped = std::move(it->second);
+    fns_.erase(it);
+    if (heap_.size() > 2 * fns_.size() + 64) Compact();
+    return true;
+  }
+
+  // The due time of the earliest waiting timer; InfiniteFuture when none.
+  absl::Time NextDue() {
+    DropStale();
+    return heap_.empty() ? absl::InfiniteFuture() : heap_.front().due;
+  }
+
+  // Takes the earliest waiting timer if it is due at or before `t`: its due
+  // time and callback. False when none is.
+  bool TakeDue(absl::Time t, absl::Time* due, std::function<void()>* fn) {
+    DropStale();
+    if (heap_.empty() || heap_.front().due > t) return false;
+    const Entry top = heap_.front();
+    std::pop_heap(heap_.begin(), heap_.end(), Later);
+    heap_.pop_back();
+    auto it = fns_.find(top.id);
+    *due = top.due;
+    *fn = std::move(it->second);
+    fns_.erase(it);
+    return true;
+  }
+
+  // How many timers are waiting.
+  std::size_t size() const { return fns_.size(); }
+
+ private:
+  struct Entry {
+    absl::Time due;
+    TimerId id;
+  };
+  // The heap's order: the top is the earliest (due, id).
+  static bool Later(const Entry& a, const Entry& b) {
+    return a.due != b.due ? a.due > b.due : a.id > b.id;
+  }
+
+  // Pops cancelled entries off the top.
+  void DropStale() {
+    while (!heap_.empty() && !fns_.contains(heap_.front().id)) {
+      std::pop_heap(heap_.begin(), heap_.end(), Later);
+      heap_.pop_back();
+    }
+  }
+
+  // Keeps only the live entries.
+  void Compact() {
+    heap_.erase(std::remove_if(heap_.begin(), heap_.end(),
+                               [this](const Entry& e) {
+                                 return !fns_.contains(e.id);
+                               }),
+                heap_.end());
+    std::make_heap(heap_.begin(), heap_.end(), Later);
+  }
+
+  std::vector<Entry> heap_;
+  absl::flat_hash_map<TimerId, std::function<void()>> fns_;
+  TimerId last_id_ = 0;
+};
+
+}  // namespace internal
+}  // namespace tether
+
+#endif  // TETHER_INTERNAL_TIMER_QUEUE_H_

@@ -7,8 +7,12 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
+#include "tether/clock.h"
 
 namespace tether {
+namespace internal {
+class StreamMachine;
+}  // namespace internal
 
 struct ResyncPoolOptions {
   // How many resyncs may run at once: the pool's threads. A resync that
@@ -48,6 +52,21 @@ class ResyncPool {
   // never blocks (it answers through `done`, now or later): deterministic
   // tests and simulations. `max_threads()` is 0.
   static std::shared_ptr<ResyncPool> Inline();
+  // A pool whose workers live on `clock` instead of threads: deterministic
+  // tests and simulations that bound their resyncs as production does. A
+  // resync starts when one of `options.max_threads` workers is free, as a
+  // timer due at once (on the thread that advances the clock, a
+  // `FakeClock`'s caller), and holds its worker until it calls `done` (or
+  // drops it): the way a resync that blocks on its listing holds a thread.
+  // A listing that hangs (keeps `done` and never calls it) holds its worker
+  // as long; more resyncs than workers wait, in the order they were asked.
+  // A task given to `Run` holds its worker until it returns. INVALID_ARGUMENT
+  // for options out of range or a null clock.
+  //
+  //   auto pool = ResyncPool::OnClock(ResyncPoolOptions{}, fake_clock).value();
+  //   options.resync_pool = pool;  // resync: clock->RunAfter(2s, [done] {...})
+  static absl::StatusOr<std::shared_ptr<ResyncPool>> OnClock(
+      ResyncPoolOptions options, std::shared_ptr<Clock> clock);
 
   ~ResyncPool();
   ResyncPool(const ResyncPool&) = delete;
@@ -60,13 +79,23 @@ class ResyncPool {
   void Run(std::function<void()> task);
 
   int max_threads() const;
-  // Tasks running now, and tasks waiting for a thread.
+  // Tasks running now (on a clock pool: workers taken), and tasks waiting
+  // for a thread (a worker).
   std::size_t running() const;
   std::size_t queued() const;
 
  private:
+  friend class internal::StreamMachine;
   struct State;
-  explicit ResyncPool(int max_threads);
+  using HeldTask = std::function<void(std::function<void()> release)>;
+  ResyncPool(int max_threads, std::shared_ptr<Clock> clock);
+
+  // Runs `task(release)` as `Run` runs a task. On a thread pool its thread
+  // is free when it returns; on a clock pool its worker is free once
+  // `release` was called (idempotent, from any thread, with no tether lock
+  // held). Streams run their resyncs this way, releasing with `done`.
+  void RunHeld(HeldTask task);
+
   const std::shared_ptr<State> state_;
 };
 

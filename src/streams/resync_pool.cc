@@ -1,6 +1,7 @@
 // Copyright 2026 The tether Authors. Licensed under the Apache License 2.0.
 #include "tether/resync_pool.h"
 
+#include <atomic>
 #include <deque>
 #include <thread>
 #include <utility>
@@ -12,15 +13,27 @@
 
 namespace tether {
 
-// Shared by the pool and its threads: a thread outlives the pool while its
-// task runs.
+// Shared by the pool and its workers: a worker outlives the pool while its
+// task runs (a thread) or holds it (a clock pool's task until its release).
+//
+// Three kinds: threads (`clock` null, `max_threads` > 0), inline
+// (`max_threads` 0: the caller's thread) and workers on a clock (`clock`
+// set). Threads and clock workers keep one rule, `HasRoomLocked`: a task
+// waits only while `max_threads` tasks hold workers.
 struct ResyncPool::State {
-  explicit State(int max) : max_threads(max) {}
+  State(int max, std::shared_ptr<Clock> c)
+      : max_threads(max), clock(std::move(c)) {}
+
+  // Whether a task may take a worker while `taken` are taken.
+  bool HasRoomLocked(std::size_t taken) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    return taken < static_cast<std::size_t>(max_threads);
+  }
 
   // One thread: runs tasks until the pool is gone and the queue is empty.
   void Loop() ABSL_LOCKS_EXCLUDED(mu) {
     for (;;) {
-      std::function<void()> task;
+      HeldTask task;
       {
         internal::MutexLock lock(&mu);
         if (!TakeLocked(&task)) {
@@ -28,7 +41,7 @@ struct ResyncPool::State {
           return;
         }
       }
-      task();
+      task([] {});  // the thread is the worker: free when the task returns
       task = nullptr;  // what it holds is released before the count drops
       internal::MutexLock lock(&mu);
       --running;
@@ -36,8 +49,7 @@ struct ResyncPool::State {
   }
 
   // Waits for a task; false once the pool is gone and nothing is queued.
-  bool TakeLocked(std::function<void()>* task)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+  bool TakeLocked(HeldTask* task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     while (queue.empty() && !closed) {
       ++idle;
       cv.Wait(&mu);
@@ -50,38 +62,88 @@ struct ResyncPool::State {
     return true;
   }
 
+  // A clock pool: runs `task` (which holds a worker already) on the clock,
+  // with a release that frees the worker once and starts the next task.
+  static void StartOnClock(const std::shared_ptr<State>& state,
+                           HeldTask task) ABSL_LOCKS_EXCLUDED(state->mu) {
+    auto released = std::make_shared<std::atomic<bool>>(false);
+    std::function<void()> release = [state, released] {
+      if (released->exchange(true)) return;
+      HeldTask next;
+      {
+        internal::MutexLock lock(&state->mu);
+        --state->running;
+        if (!state->queue.empty() && state->HasRoomLocked(state->running)) {
+          next = std::move(state->queue.front());
+          state->queue.pop_front();
+          ++state->running;
+        }
+      }
+      if (next) StartOnClock(state, std::move(next));
+    };
+    state->clock->RunAfter(
+        absl::ZeroDuration(),
+        [task = std::move(task), release = std::move(release)] {
+          task(release);
+        });
+  }
+
   const int max_threads;
+  const std::shared_ptr<Clock> clock;
   mutable internal::Mutex mu;
   internal::CondVar cv;  // signalled when a task is queued or the pool closes
-  std::deque<std::function<void()>> queue ABSL_GUARDED_BY(mu);
+  std::deque<HeldTask> queue ABSL_GUARDED_BY(mu);
   int threads ABSL_GUARDED_BY(mu) = 0;
   int idle ABSL_GUARDED_BY(mu) = 0;
   std::size_t running ABSL_GUARDED_BY(mu) = 0;
   bool closed ABSL_GUARDED_BY(mu) = false;
 };
 
-absl::StatusOr<std::shared_ptr<ResyncPool>> ResyncPool::Create(
-    ResyncPoolOptions options) {
+namespace {
+
+absl::Status CheckMaxThreads(const ResyncPoolOptions& options) {
   if (options.max_threads < 1 || options.max_threads > 1024) {
     return absl::InvalidArgumentError(
         absl::StrCat("ResyncPoolOptions.max_threads must be in [1, 1024], got ",
                      options.max_threads));
   }
-  return std::shared_ptr<ResyncPool>(new ResyncPool(options.max_threads));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<ResyncPool>> ResyncPool::Create(
+    ResyncPoolOptions options) {
+  absl::Status valid = CheckMaxThreads(options);
+  if (!valid.ok()) return valid;
+  return std::shared_ptr<ResyncPool>(
+      new ResyncPool(options.max_threads, nullptr));
+}
+
+absl::StatusOr<std::shared_ptr<ResyncPool>> ResyncPool::OnClock(
+    ResyncPoolOptions options, std::shared_ptr<Clock> clock) {
+  absl::Status valid = CheckMaxThreads(options);
+  if (!valid.ok()) return valid;
+  if (!clock) {
+    return absl::InvalidArgumentError(
+        "ResyncPool::OnClock: the clock must not be null");
+  }
+  return std::shared_ptr<ResyncPool>(
+      new ResyncPool(options.max_threads, std::move(clock)));
 }
 
 const std::shared_ptr<ResyncPool>& ResyncPool::Default() {
   static const auto* const pool = new std::shared_ptr<ResyncPool>(
-      new ResyncPool(ResyncPoolOptions().max_threads));
+      new ResyncPool(ResyncPoolOptions().max_threads, nullptr));
   return *pool;
 }
 
 std::shared_ptr<ResyncPool> ResyncPool::Inline() {
-  return std::shared_ptr<ResyncPool>(new ResyncPool(0));
+  return std::shared_ptr<ResyncPool>(new ResyncPool(0, nullptr));
 }
 
-ResyncPool::ResyncPool(int max_threads)
-    : state_(std::make_shared<State>(max_threads)) {}
+ResyncPool::ResyncPool(int max_threads, std::shared_ptr<Clock> clock)
+    : state_(std::make_shared<State>(max_threads, std::move(clock))) {}
 
 ResyncPool::~ResyncPool() {
   internal::MutexLock lock(&state_->mu);
@@ -90,12 +152,31 @@ ResyncPool::~ResyncPool() {
 }
 
 void ResyncPool::Run(std::function<void()> task) {
+  RunHeld([task = std::move(task)](std::function<void()> release) {
+    task();
+    release();
+  });
+}
+
+void ResyncPool::RunHeld(HeldTask task) {
+  if (state_->clock) {
+    {
+      internal::MutexLock lock(&state_->mu);
+      if (!state_->HasRoomLocked(state_->running)) {
+        state_->queue.push_back(std::move(task));
+        return;
+      }
+      ++state_->running;
+    }
+    State::StartOnClock(state_, std::move(task));
+    return;
+  }
   if (state_->max_threads == 0) {  // Inline()
     {
       internal::MutexLock lock(&state_->mu);
       ++state_->running;
     }
-    task();
+    task([] {});
     task = nullptr;
     internal::MutexLock lock(&state_->mu);
     --state_->running;
@@ -109,7 +190,8 @@ void ResyncPool::Run(std::function<void()> task) {
     // been claimed by an earlier task, or a new one.
     if (state_->queue.size() <= static_cast<std::size_t>(state_->idle)) {
       state_->cv.Signal();
-    } else if (state_->threads < state_->max_threads) {
+    } else if (state_->HasRoomLocked(
+                   static_cast<std::size_t>(state_->threads))) {
       ++state_->threads;
       spawn = true;
     }

@@ -451,13 +451,16 @@ class StreamMachine final : public StreamCore,
   void BeginResyncLocked(const AttemptRec& asking, const absl::Status& why,
                          Work& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  // Hands the app's `resync` to a thread of the resync pool.
+  // Hands the app's `resync` to a worker of the resync pool, which it holds
+  // until it answers.
   void PostResyncLocked(Work& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   void OnResyncTimedOutLocked(Work& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  // On a thread of the resync pool, no lock held.
-  void CallResync(std::uint64_t epoch);
+  // On a worker of the resync pool, no lock held. `release` frees the
+  // worker: once `done` was called or dropped (at once when the resync is
+  // stale).
+  void CallResync(std::uint64_t epoch, std::function<void()> release);
 
   void OnResyncDone(std::uint64_t epoch, absl::StatusOr<std::uint64_t> r);
 

@@ -68,8 +68,12 @@ void StreamMachine::PostResyncLocked(Work& w) {
   std::weak_ptr<StreamMachine> weak = this->shared_from_this();
   const std::uint64_t epoch = resync_epoch_;
   w.internal.Add([weak, epoch, pool = resync_pool_] {
-    pool->Run([weak, epoch] {
-      if (auto self = weak.lock()) self->CallResync(epoch);
+    pool->RunHeld([weak, epoch](std::function<void()> release) {
+      if (auto self = weak.lock()) {
+        self->CallResync(epoch, std::move(release));
+      } else {
+        release();
+      }
     });
   });
 }
@@ -85,17 +89,45 @@ void StreamMachine::OnResyncTimedOutLocked(Work& w) {
                w);
 }
 
-void StreamMachine::CallResync(std::uint64_t epoch) {
+namespace {
+
+// The worker a resync holds, given back when its `done` is called or the
+// last copy of it is dropped.
+class ResyncHold {
+ public:
+  explicit ResyncHold(std::function<void()> release)
+      : release_(std::move(release)) {}
+  ResyncHold(const ResyncHold&) = delete;
+  ResyncHold& operator=(const ResyncHold&) = delete;
+  ~ResyncHold() { release_(); }
+  void Release() { release_(); }  // the pool's release is idempotent
+
+ private:
+  const std::function<void()> release_;
+};
+
+}  // namespace
+
+void StreamMachine::CallResync(std::uint64_t epoch,
+                               std::function<void()> release) {
+  bool current;
   {
     MutexLock lock(&mu_);
-    if (phase_ != Phase::kResyncing || epoch != resync_epoch_) return;
+    current = phase_ == Phase::kResyncing && epoch == resync_epoch_;
+  }
+  if (!current) {
+    release();
+    return;
   }
   std::weak_ptr<StreamMachine> weak = this->shared_from_this();
   auto once = std::make_shared<std::atomic<bool>>(false);
-  ResyncDone done = [weak, epoch, once](absl::StatusOr<std::uint64_t> r) {
+  auto hold = std::make_shared<ResyncHold>(std::move(release));
+  ResyncDone done = [weak, epoch, once, hold](absl::StatusOr<std::uint64_t> r) {
     if (once->exchange(true)) return;
     if (auto self = weak.lock()) self->OnResyncDone(epoch, std::move(r));
+    hold->Release();
   };
+  hold.reset();  // only `done` keeps it now
   try {
     rare_.resync(done);
   } catch (...) {

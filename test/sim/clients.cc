@@ -47,20 +47,24 @@ class Client::Factory final : public AttemptFactory<SimReq, SimMsg> {
 
 class Client::BidiFactory final : public BidiAttemptFactory<SimWrite, SimMsg> {
  public:
-  BidiFactory(Network& network, Feed& feed) : network_(network), feed_(feed) {}
+  BidiFactory(Network& network, Feed& feed, Client& client)
+      : network_(network), feed_(feed), client_(client) {}
   std::shared_ptr<Attempt> StartAttempt(
-      const ConnectionPick& pick, const AttemptInfo& /*info*/,
+      const ConnectionPick& pick, const AttemptInfo& info,
       const ResumeState& resume,
       std::shared_ptr<BidiWrites<SimWrite>> writes,
       std::shared_ptr<AttemptListener<SimMsg>> listener) override {
-    return network_.StartCall(&feed_, pick.connection_id, resume.has_position,
-                              resume.last, std::move(listener),
-                              std::move(writes));
+    std::shared_ptr<Call> call = network_.StartCall(
+        &feed_, pick.connection_id, resume.has_position, resume.last,
+        std::move(listener), std::move(writes));
+    client_.OnBidiCall(info.attempt, call);
+    return call;
   }
 
  private:
   Network& network_;
   Feed& feed_;
+  Client& client_;
 };
 
 Client::Client(World& world, Network& network,
@@ -145,7 +149,8 @@ class Client::Tracer final : public StreamObserver {
                                        : std::string()));
   }
   void OnAttemptEnded(const AttemptInfo& i, const absl::Status& status,
-                      EndClass, bool by_client) override {
+                      EndClass cls, bool by_client) override {
+    if (cls == EndClass::kResync) client_.OnResyncAsked();
     world_.Note(absl::StrCat(name_, ": attempt ", i.attempt, " ended ",
                              status.ToString(),
                              by_client ? " (by the client)" : ""));
@@ -200,7 +205,7 @@ bool Client::Start() {
   absl::Status started;
   if (kind_ == StreamKind::kBidi) {
     BidiStream::Spec spec;
-    spec.attempt_factory = std::make_shared<BidiFactory>(network_, feed_);
+    spec.attempt_factory = std::make_shared<BidiFactory>(network_, feed_, *this);
     spec.open_requests = [](const ResumeState& s) {
       SimWrite open;
       open.open = true;
@@ -258,12 +263,20 @@ void Client::OnResynced(std::uint64_t after) {
   resync_after_ = after;
 }
 
+void Client::OnResyncAsked() {
+  resync_waiting_ = true;
+  resync_asked_at_ = world_.Now();
+}
+
 void Client::Listing(ResyncDone done) {
+  resync_waiting_ = false;
+  listing_waited_ = world_.Now() - resync_asked_at_;
   const double u = world_.rng().Unit();
   if (u < app_.resync_hang) {
-    // A listing that never answers: the stream must end once the resync
-    // has taken max_time_without_progress (after a backoff of at most
-    // 10 s when resyncs come in a row).
+    // A listing that hangs: the stream must end once the resync has taken
+    // max_time_without_progress (after a backoff of at most 10 s when
+    // resyncs come in a row). It holds its worker of the pool until it
+    // gives up, after that.
     world_.Note(absl::StrCat(Name(), ": the listing hangs"));
     listing_hung_ = true;
     AllowEnd();
@@ -276,6 +289,11 @@ void Client::Listing(ResyncDone done) {
                                  " after its resync hung"));
       }
     });
+    world_.After(bound + world_.rng().Between(absl::ZeroDuration(),
+                                              absl::Seconds(60)),
+                 [done = std::move(done)] {
+                   done(absl::UnavailableError("the listing gave up"));
+                 });
     return;
   }
   if (u < app_.resync_hang + app_.resync_slow) {
@@ -365,7 +383,13 @@ void Client::OnDone(const absl::Status& status) {
     }
     return;
   }
-  if (!outage_ && !end_allowed_) {
+  // A resync that waited for a worker of the pool (every worker taken: the
+  // runner checks that) may pass the stream's deadline: the deadline counts
+  // from the resync's start.
+  const bool resync_queued =
+      (resync_waiting_ || listing_waited_ > absl::Seconds(1)) &&
+      status.code() == absl::StatusCode::kDeadlineExceeded;
+  if (!outage_ && !end_allowed_ && !resync_queued) {
     world_.Fail(absl::StrCat(Name(), ": ended by itself during rollouts: ",
                              status.ToString()));
   }
@@ -389,31 +413,81 @@ void Client::Destroy() {
 
 void Client::WriteLoop() {
   if (!bidi_ || ended() || writing_stopped_) return;
-  if (!blocked_ && !cancelled_) {
-    SimWrite w;
-    w.id = next_write_;
-    absl::Status s = bidi_->Write(w);
-    if (s.ok()) {
-      bidi_checker_->Wrote(w);
-      ++next_write_;
-    } else if (s.code() == absl::StatusCode::kResourceExhausted) {
-      blocked_ = true;
-      // The app's thread may be preempted between the refusal and its
-      // SetOnWritable: the room may come back in between.
-      if (world_.rng().Chance(0.5)) {
-        world_.clock()->AdvanceBy(
-            world_.rng().Between(absl::ZeroDuration(), absl::Milliseconds(20)));
-        if (!bidi_) return;
-      }
-      bidi_->SetOnWritable(bidi_checker_->delivery().OnCallback(
-          "on_writable", [this] { blocked_ = false; }));
-    } else if (!done_) {
-      world_.Fail(absl::StrCat(Name(), ": Write refused: ", s.ToString()));
-    }
+  CheckWriter();
+  const int writes = app_.write_burst > 0 && world_.rng().Chance(app_.write_burst)
+                         ? static_cast<int>(world_.rng().Between(2, 10))
+                         : 1;
+  for (int i = 0; i < writes && !blocked_ && !cancelled_; ++i) {
+    if (!WriteOnce()) return;  // the stream is gone
   }
   world_.After(world_.rng().Between(app_.write_every / 2,
                                     app_.write_every * 3 / 2),
                [this] { WriteLoop(); });
+}
+
+void Client::OnBidiCall(std::uint64_t attempt,
+                        const std::shared_ptr<Call>& call) {
+  if (attempt < newest_attempt_) return;
+  newest_attempt_ = attempt;
+  newest_call_ = call;
+}
+
+void Client::CheckWriter() {
+  if (cancelled_ || !end_expected_.empty()) return;
+  while (oldest_unsent_ < next_write_ && feed_.applied.count(oldest_unsent_)) {
+    ++oldest_unsent_;
+  }
+  if (oldest_unsent_ >= next_write_) return;
+  std::shared_ptr<Call> call = newest_call_.lock();
+  const absl::Time now = world_.Now();
+  const absl::Time written = written_at_[oldest_unsent_];
+  if (!call || !call->server_open() || now - call->started() < kWriterBound ||
+      now - written < kWriterBound) {
+    return;
+  }
+  world_.Fail(absl::StrCat(
+      Name(), ": write w", oldest_unsent_, ", accepted ",
+      absl::FormatDuration(now - written), " ago, never reached the server "
+      "although call ", call->id(), " of attempt ", newest_attempt_,
+      ", the stream's newest, has been open for ",
+      absl::FormatDuration(now - call->started())));
+}
+
+bool Client::WriteOnce() {
+  SimWrite w;
+  w.id = next_write_;
+  absl::Status s = bidi_->Write(w);
+  if (s.ok()) {
+    bidi_checker_->Wrote(w);
+    if (written_at_.size() <= w.id) written_at_.resize(w.id + 1);
+    written_at_[w.id] = world_.Now();
+    ++next_write_;
+  } else if (s.code() == absl::StatusCode::kResourceExhausted) {
+    blocked_ = true;
+    // The app's thread may be preempted between the refusal and its
+    // SetOnWritable: the room may come back in between.
+    if (world_.rng().Chance(0.5)) {
+      world_.clock()->AdvanceBy(
+          world_.rng().Between(absl::ZeroDuration(), absl::Milliseconds(20)));
+      if (!bidi_) return false;
+    }
+    bidi_->SetOnWritable(bidi_checker_->delivery().OnCallback(
+        "on_writable", [this] { blocked_ = false; }));
+  } else if (s.code() == absl::StatusCode::kFailedPrecondition && !done_) {
+    // The stream's end is decided and its on_done is on its way (after its
+    // live attempts end): the app writes no more, and on_done must come.
+    writing_stopped_ = true;
+    world_.Note(absl::StrCat(Name(), ": Write refused: ", s.ToString()));
+    world_.After(absl::Seconds(10), [this, why = s.ToString()] {
+      if (!ended()) {
+        world_.Fail(absl::StrCat(Name(), ": no on_done 10s after Write "
+                                 "was refused with ", why));
+      }
+    });
+  } else if (!done_) {
+    world_.Fail(absl::StrCat(Name(), ": Write refused: ", s.ToString()));
+  }
+  return true;
 }
 
 void Client::ExpectEnd(std::string why) {
@@ -450,6 +524,9 @@ bool Client::OtherCallRunning(const Call& call) const {
 bool Client::CaughtUp(std::string* why) const {
   if (ended() || listing_hung_) return true;  // its end is checked apart
   std::size_t i = expect_;
+  // A resync that no delivery has passed yet: the listing gave what lies
+  // up to its position.
+  if (resync_pending_) i = std::max(i, feed_.FirstAfter(resync_after_));
   while (i < feed_.log.size() && Skippable(feed_.log[i])) ++i;
   if (i < feed_.log.size()) {
     *why = absl::StrCat(Name(), " has not delivered ", feed_.log[i].ToString(),

@@ -46,9 +46,17 @@ struct AppBehavior {
   double slow_observer = 0;
   // Bidi: the mean time between the app's writes.
   absl::Duration write_every = absl::Seconds(3);
+  // Bidi: chance, per turn of the app's write loop, that it writes a burst
+  // (a producer flushing its queue: up to 10 writes back to back, until one
+  // is refused) instead of one write. A burst's acknowledgements come back
+  // together, so all of them may land between a refusal and the app's
+  // `SetOnWritable`.
+  double write_burst = 0;
   // Streams with positions resync when the store compacted their log past
   // their resume position: the app's listing answers at once, or after a
-  // simulated while (chance `resync_slow`), or never (`resync_hang`).
+  // simulated while (chance `resync_slow`), or hangs (`resync_hang`): it
+  // holds its worker of the resync pool past the stream's deadline, then
+  // gives up.
   double resync_slow = 0;
   double resync_hang = 0;
 };
@@ -73,7 +81,7 @@ class Client {
   // The app's own end of the stream.
   void Cancel();
   void Destroy();
-  // The app writes (bidi); schedules the next write.
+  // The app writes (bidi): one write or a burst; schedules the next turn.
   void WriteLoop();
   // The app writes no more (the run is winding down).
   void StopWriting() { writing_stopped_ = true; }
@@ -99,12 +107,16 @@ class Client {
   void ExpectEnd(std::string why);
   // A call of this stream started (the network's word).
   void OnCall(Call& call);
+  // Bidi: attempt `attempt` of the stream started `call`.
+  void OnBidiCall(std::uint64_t attempt, const std::shared_ptr<Call>& call);
   // Another call of this stream than `call` is still running, or the
   // stream has started an attempt whose call has not started yet.
   bool OtherCallRunning(const Call& call) const;
   // The stream's observer saw an attempt start.
   void OnAttemptStarted() { ++attempts_started_; }
   std::uint64_t latest_call() const { return latest_call_; }
+  // The stream's observer saw an attempt end that asks for a resync.
+  void OnResyncAsked();
   // The stream's observer saw a resync to `after`: the next delivery may
   // skip to the log's first entry past it.
   void OnResynced(std::uint64_t after);
@@ -130,6 +142,15 @@ class Client {
   // next entry.
   bool Expect(const SimMsg& m);
   bool Skippable(const SimMsg& e) const;
+  // One app write; on a refusal, asks for `on_writable` (maybe after a
+  // while). False when the stream was destroyed meanwhile.
+  bool WriteOnce();
+  // The writer writes: once the stream's newest attempt has had its call
+  // open for kWriterBound, every write accepted kWriterBound ago has
+  // reached the server (the newest attempt is the writer; an older one,
+  // even one whose start ran last, never takes the writes from it).
+  void CheckWriter();
+  static constexpr absl::Duration kWriterBound = absl::Seconds(5);
   std::string Name() const;
   // The app's `resync`: lists the log and answers with its head.
   void Listing(ResyncDone done);
@@ -157,6 +178,12 @@ class Client {
   bool resync_pending_ = false;
   std::uint64_t resync_after_ = 0;
   bool listing_hung_ = false;  // the stream must end within its bound
+  // A resync was asked and its listing not called yet (it waits for a
+  // worker of the resync pool, which the runner checks are all taken), and
+  // how long the last listing waited to be called.
+  bool resync_waiting_ = false;
+  absl::Time resync_asked_at_;
+  absl::Duration listing_waited_ = absl::ZeroDuration();
   absl::Time last_progress_;
   bool in_callback_ = false;
   bool done_ = false;
@@ -176,6 +203,10 @@ class Client {
   bool blocked_ = false;  // a Write was refused for a full outbox
   bool writing_stopped_ = false;
   std::vector<absl::Time> acked_at_;  // by write id
+  std::vector<absl::Time> written_at_;  // by write id: accepted by Write
+  std::uint64_t oldest_unsent_ = 1;  // no write before it is unsent
+  std::uint64_t newest_attempt_ = 0;
+  std::weak_ptr<Call> newest_call_;  // the call of the newest attempt
 };
 
 }  // namespace sim

@@ -219,6 +219,11 @@ class Network final : public internal::ConnectionDriver {
   void Replace(int replica, ShutdownKind kind, absl::Duration grace,
                absl::Duration startup, absl::Duration dns_delay);
   void Shutdown(int replica, ShutdownKind kind, absl::Duration grace);
+  // Picks `replica` for a replacement that starts soon (no other rollout
+  // step picks it meanwhile).
+  void MarkLeaving(int replica) {
+    replicas_[static_cast<std::size_t>(replica)].leaving = true;
+  }
   void SetFault(int replica, Fault fault, bool on);
   // Ends the replica's open calls with `status` (shed load; pushback).
   void EndCalls(int replica, const absl::Status& status,

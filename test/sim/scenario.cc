@@ -72,6 +72,8 @@ std::string Scenario::Describe() const {
       streams, " streams (", absl::StrJoin(kinds_s, ","), "), ",
       absl::FormatDuration(length), ", a rollout every ",
       absl::FormatDuration(rollout_every), " (", absl::StrJoin(shut_s, ","),
+      rollout_batch > 1 ? absl::StrCat("; ", rollout_batch, " at a time")
+                        : std::string(),
       "), an item every ", absl::FormatDuration(item_every),
       ", faults ", fault_rate, ", app ends ", app_end_rate,
       health_check ? ", health checks" : "",
@@ -82,8 +84,12 @@ std::string Scenario::Describe() const {
           : "",
       breaker ? ", breaker" : "",
       max_outbox != 64 ? absl::StrCat(", outbox ", max_outbox) : "",
+      app.write_burst > 0 ? ", write bursts" : "",
       slow_start > 0 ? ", slow starts" : "",
-      compaction > 0 ? absl::StrCat(", compaction ", compaction) : "",
+      app.slow_observer > slow_start ? ", slow observers" : "",
+      compaction > 0 ? absl::StrCat(", compaction ", compaction, ", ",
+                                    resync_workers, " resync workers")
+                     : "",
       outage ? absl::StrCat(", outage of ", absl::FormatDuration(outage_length),
                             " at ", absl::FormatDuration(outage_at))
              : "");
@@ -145,6 +151,14 @@ Scenario Draw(std::uint64_t seed, const Overrides& o) {
     s.app.resync_slow = more.Chance(0.5) ? 0.4 : 0;
     s.app.resync_hang = more.Chance(0.3) ? 0.05 : 0;
   }
+  s.rollout_batch = s.replicas >= 3 && more.Chance(0.3) ? 2 : 1;
+  s.app.write_burst = more.Chance(0.5) ? 0.3 : 0;
+  s.resync_workers = static_cast<int>(2 << more.Below(3));  // 2, 4 or 8
+  // An app whose observer is slow now and then (it logs, or its thread is
+  // preempted on a busy machine): the attempt it hears of starts only
+  // after the observer returns, and other events (a drain of the
+  // connection that attempt landed on) run meanwhile.
+  if (more.Chance(0.5)) s.app.slow_observer = std::max(s.app.slow_observer, 0.3);
   if (o.streams) s.streams = *o.streams;
   if (o.length) s.length = *o.length;
   if (o.topology) s.topology = *o.topology;
@@ -160,6 +174,11 @@ Scenario Draw(std::uint64_t seed, const Overrides& o) {
     s.outage = false;
     s.compaction = 0;
     s.max_time_without_progress = absl::Minutes(2);
+    // One replica a step, one write at a time: the shape the throughput
+    // figures were measured with.
+    s.rollout_batch = 1;
+    s.app.write_burst = 0;
+    s.app.slow_observer = s.slow_start;
   }
   return s;
 }
@@ -252,8 +271,18 @@ class Runner {
         });
     core_->Start();
     source_->Flush();
-    // Resyncs run on the thread that asks (the simulation's only one).
-    std::shared_ptr<ResyncPool> resyncs = ResyncPool::Inline();
+    // Resyncs run on workers in simulated time: a listing holds one until
+    // it answers.
+    ResyncPoolOptions ro;
+    ro.max_threads = s_.resync_workers;
+    absl::StatusOr<std::shared_ptr<ResyncPool>> pool =
+        ResyncPool::OnClock(ro, world_.clock());
+    if (!pool.ok()) {
+      world_.Fail(absl::StrCat("resync pool: ", pool.status().ToString()));
+      return false;
+    }
+    resyncs_ = *pool;
+    std::shared_ptr<ResyncPool> resyncs = resyncs_;
 
     for (int i = 0; i < s_.streams; ++i) {
       const StreamKind kind = s_.kinds[rng_.Below(s_.kinds.size())];
@@ -400,14 +429,29 @@ class Runner {
 
   void Rollout() {
     if (healing_) return;
-    const int r = network_->OldestServing();
-    if (r >= 0 && !in_outage_) {
+    for (int k = 0; k < s_.rollout_batch && !in_outage_; ++k) {
+      const int r = network_->OldestServing();
+      if (r < 0) break;
       ++rollouts_;
       const ShutdownKind kind = s_.shutdowns[rng_.Below(s_.shutdowns.size())];
-      network_->Replace(
-          r, kind, rng_.Between(absl::Milliseconds(500), absl::Seconds(5)),
-          rng_.Between(absl::ZeroDuration(), absl::Seconds(3)),
-          rng_.Between(absl::Seconds(-1), absl::Seconds(3)));
+      // Drawn in this order (the runs of the seeds drawn before depend on
+      // it).
+      const absl::Duration dns =
+          rng_.Between(absl::Seconds(-1), absl::Seconds(3));
+      const absl::Duration startup =
+          rng_.Between(absl::ZeroDuration(), absl::Seconds(3));
+      const absl::Duration grace =
+          rng_.Between(absl::Milliseconds(500), absl::Seconds(5));
+      if (k == 0) {
+        network_->Replace(r, kind, grace, startup, dns);
+        continue;
+      }
+      // The next replica of the step: a few milliseconds later.
+      network_->MarkLeaving(r);
+      world_.After(rng_.Between(absl::ZeroDuration(), absl::Milliseconds(5)),
+                   [this, r, kind, grace, startup, dns] {
+                     network_->Replace(r, kind, grace, startup, dns);
+                   });
     }
     if (s_.fault_rate > 0 && rng_.Chance(s_.fault_rate)) InjectFault();
     world_.After(s_.rollout_every, [this] { Rollout(); });
@@ -524,8 +568,25 @@ class Runner {
       clock->AdvanceToNextTimer();
       source_->Flush();
       network_->Sweep();
+      if (s_.compaction > 0) CheckResyncPool();
     }
     if (!world_.failed()) clock->AdvanceTo(t);
+  }
+
+  // The pool's bound: a resync waits only while every worker is taken (by
+  // listings that have not answered), so one stream's slow or hung listing
+  // never keeps another's, which would answer at once, from running.
+  void CheckResyncPool() {
+    const std::size_t queued = resyncs_->queued();
+    if (queued == 0) return;
+    const std::size_t taken = resyncs_->running();
+    const int workers = resyncs_->max_threads();
+    if (taken < static_cast<std::size_t>(workers)) {
+      world_.Fail(absl::StrCat(
+          "resync pool: ", queued, " resyncs wait for a worker although ",
+          "only ", taken, " of ", workers, " are taken (a stream whose "
+          "listing answers at once waits behind another's)"));
+    }
   }
 
   // The fleet heals: no new fault; once the rollouts in flight are over,
@@ -611,6 +672,7 @@ class Runner {
   std::shared_ptr<CircuitBreaker> breaker_;
   std::shared_ptr<internal::PoolCore> core_;
   std::shared_ptr<SimSource> source_;
+  std::shared_ptr<ResyncPool> resyncs_;
   std::vector<std::unique_ptr<Feed>> feeds_;
   std::vector<std::unique_ptr<Client>> clients_;
   bool healing_ = false;

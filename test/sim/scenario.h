@@ -42,6 +42,10 @@ struct Scenario {
   std::vector<StreamKind> kinds;  // drawn from, per stream
   absl::Duration length = absl::Minutes(2);
   absl::Duration rollout_every = absl::Seconds(10);
+  // Replicas each rollout step replaces (a Deployment's maxUnavailable):
+  // with 2, the second shuts down 0-5 ms after the first, so a stream
+  // leaving the first may land on the second just as it drains.
+  int rollout_batch = 1;
   std::vector<ShutdownKind> shutdowns;  // drawn from, per rollout
   absl::Duration item_every = absl::Seconds(2);  // per stream, on average
   // Chance, per rollout, of an extra fault somewhere (black hole, pause,
@@ -71,6 +75,10 @@ struct Scenario {
   // resumes below that must resync (its app's listing answers, slowly or
   // not, or hangs: `app.resync_*`).
   double compaction = 0;
+  // The workers of the streams' resync pool (a `ResyncPool::OnClock`): a
+  // listing holds one until it answers (a hung one, for a long while);
+  // more resyncs than workers wait.
+  int resync_workers = 8;
 
   std::string Describe() const;
 };

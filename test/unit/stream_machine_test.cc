@@ -318,6 +318,132 @@ TEST(ResyncPoolTest, MaxThreadsIsValidatedAtItsExtremes) {
             ResyncPoolOptions().max_threads);
 }
 
+// --- A pool whose workers live on the fake clock ----------------------------
+
+// Two streams that resync on `pool`: A's listing keeps its `done` (it hangs
+// until the test answers), B's answers at once (resume after 100).
+struct ClockResyncs {
+  std::shared_ptr<ResyncDone> a_done = std::make_shared<ResyncDone>();
+  std::shared_ptr<int> b_calls = std::make_shared<int>(0);
+  std::shared_ptr<Transport> other;
+  std::unique_ptr<Stream> a;
+  std::unique_ptr<Stream> b;
+};
+
+class ClockPoolTest : public StreamMachineTest {
+ protected:
+  std::shared_ptr<ResyncPool> Pool(int workers) {
+    ResyncPoolOptions o;
+    o.max_threads = workers;
+    auto pool = ResyncPool::OnClock(o, clock_);
+    EXPECT_TRUE(pool.ok()) << pool.status();
+    return *pool;
+  }
+  // Both streams end their first attempt asking for a resync, A first.
+  ClockResyncs StartBoth(const std::shared_ptr<ResyncPool>& pool) {
+    options_.resync_pool = pool;
+    options_.max_time_without_progress = absl::InfiniteDuration();
+    ClockResyncs t;
+    t.other = std::make_shared<Transport>(source_, clock_);
+    Stream::Spec b_spec =
+        WithResync(SeqSpec(), [calls = t.b_calls](ResyncDone done) {
+          ++*calls;
+          done(100);
+        });
+    b_spec.attempt_factory = t.other;
+    t.a = Start(WithResync(SeqSpec(), [keep = t.a_done](ResyncDone done) {
+      *keep = std::move(done);
+    }));
+    t.b = Start(std::move(b_spec));
+    transport_->attempt(0)->Finish(absl::OutOfRangeError("compacted"));
+    clock_->RunDue();
+    t.other->attempt(0)->Finish(absl::OutOfRangeError("compacted"));
+    clock_->RunDue();
+    return t;
+  }
+  // B's listing ran once and its next attempt resumes after 100.
+  static void ExpectBResynced(const ClockResyncs& t) {
+    EXPECT_EQ(*t.b_calls, 1) << "B's resync waited for A's";
+    ASSERT_EQ(t.other->attempt_count(), 2u);
+    EXPECT_EQ(t.other->attempt(1)->request().after, 100u);
+  }
+};
+
+TEST_F(ClockPoolTest, AHungListingDelaysNoOtherStreamWhileAWorkerIsFree) {
+  auto pool = Pool(2);
+  ClockResyncs t = StartBoth(pool);
+  ASSERT_TRUE(*t.a_done) << "A's resync never ran";
+  ExpectBResynced(t);
+  EXPECT_EQ(pool->running(), 1u);  // A's listing holds its worker
+  EXPECT_EQ(pool->queued(), 0u);
+}
+
+TEST_F(ClockPoolTest, AResyncHoldsItsWorkerUntilItAnswers) {
+  auto pool = Pool(1);
+  ClockResyncs t = StartBoth(pool);
+  ASSERT_TRUE(*t.a_done);
+  // One worker, held by A's listing: B's resync waits, in order.
+  EXPECT_EQ(*t.b_calls, 0);
+  EXPECT_EQ(pool->running(), 1u);
+  EXPECT_EQ(pool->queued(), 1u);
+  clock_->AdvanceBy(absl::Hours(1));
+  EXPECT_EQ(*t.b_calls, 0);
+  (*t.a_done)(40);  // A's listing answers: its worker goes to B
+  EXPECT_EQ(transport_->attempt(1)->request().after, 40u);
+  clock_->RunDue();
+  ExpectBResynced(t);
+  EXPECT_EQ(pool->running(), 0u);
+  EXPECT_EQ(pool->queued(), 0u);
+}
+
+TEST_F(ClockPoolTest, ADroppedDoneGivesItsWorkerBack) {
+  auto pool = Pool(1);
+  ClockResyncs t = StartBoth(pool);
+  ASSERT_TRUE(*t.a_done);
+  *t.a_done = nullptr;  // A's listing gives up without an answer
+  clock_->RunDue();
+  ExpectBResynced(t);
+  EXPECT_EQ(pool->running(), 0u);
+}
+
+TEST_F(ClockPoolTest, ATaskRunHoldsItsWorkerUntilItReturns) {
+  auto pool = Pool(1);
+  std::vector<int> ran;
+  pool->Run([&ran] { ran.push_back(1); });
+  pool->Run([&ran] { ran.push_back(2); });
+  EXPECT_TRUE(ran.empty());  // on the clock, not inside Run
+  EXPECT_EQ(pool->queued(), 1u);
+  clock_->RunDue();
+  EXPECT_THAT(ran, ElementsAre(1, 2));
+  EXPECT_EQ(pool->running(), 0u);
+  EXPECT_EQ(pool->max_threads(), 1);
+}
+
+TEST(ResyncPoolTest, OnClockIsValidatedAtItsExtremes) {
+  auto clock = std::make_shared<fakes::FakeClock>();
+  for (int bad : {0, -1, 1025, std::numeric_limits<int>::max(),
+                  std::numeric_limits<int>::min()}) {
+    ResyncPoolOptions o;
+    o.max_threads = bad;
+    auto pool = ResyncPool::OnClock(o, clock);
+    ASSERT_FALSE(pool.ok()) << bad;
+    EXPECT_THAT(
+        std::string(pool.status().message()),
+        HasSubstr("ResyncPoolOptions.max_threads must be in [1, 1024]"));
+  }
+  auto none = ResyncPool::OnClock(ResyncPoolOptions(), nullptr);
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(none.status().message()), HasSubstr("clock"));
+  for (int good : {1, 1024}) {
+    ResyncPoolOptions o;
+    o.max_threads = good;
+    auto pool = ResyncPool::OnClock(o, clock);
+    ASSERT_TRUE(pool.ok()) << pool.status();
+    EXPECT_EQ((*pool)->max_threads(), good);
+  }
+}
+
 TEST(ResyncPoolTest, RunsEveryTaskItIsGiven) {
   ResyncPoolOptions o;
   o.max_threads = 3;

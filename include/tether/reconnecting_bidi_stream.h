@@ -17,7 +17,6 @@
 #include "grpcpp/support/client_callback.h"
 #include "tether/internal/bidi_outbox.h"
 #include "tether/internal/bidi_parts.h"
-#include "tether/internal/grpc_bidi_attempt.h"
 #include "tether/internal/spec_hooks.h"
 #include "tether/internal/stream_core.h"
 #include "tether/position.h"
@@ -184,43 +183,31 @@ class ReconnectingBidiStream {
       return absl::InvalidArgumentError(
           "ReconnectingBidiStream needs a target");
     }
-    if (!spec.attempt_factory) {
-      if (!spec.start) {
-        return absl::InvalidArgumentError(
-            "BidiStreamSpec.start is empty (and no attempt_factory was "
-            "given)");
-      }
-      spec.attempt_factory =
-          std::make_shared<internal::GrpcBidiAttemptFactory<Request, Response>>(
-              std::move(spec.start), std::move(spec.configure_attempt));
+    if (!spec.attempt_factory && !spec.start) {
+      return absl::InvalidArgumentError(
+          "BidiStreamSpec.start is empty (and no attempt_factory was given)");
     }
     if (!spec.open_requests) {
       return absl::InvalidArgumentError(
           "BidiStreamSpec.open_requests is empty: an attempt would not know "
           "what to write first (return an empty vector for nothing)");
     }
-    using Open = internal::BidiOpen;
     internal::StreamHooks hooks;
-    internal::SpecFunctions<Open, Response> fns;
+    internal::ResponseFunctions<Response> fns;
     s = internal::TakeSharedFields(spec, /*server_resume=*/nullptr,
                                    spec.initial_position, "BidiStreamSpec",
                                    "initial_position", hooks, fns);
     if (!s.ok()) return s;
-    auto box = std::make_shared<Box>(
+    std::shared_ptr<Box> box = internal::NewBidiOutbox(
         options.max_outbox,
         internal::OpaqueAcknowledges(std::move(spec.acknowledges)),
         options.observer);
-    fns.resume_state = &Open::Take;
-    Open open;
-    open.open_requests = std::make_shared<const Open::OpenFn>(
-        internal::OpaqueOpenRequests(std::move(spec.open_requests)));
-    auto factory =
-        std::make_shared<internal::BidiCoreFactory<Request, Response>>(
-            std::move(spec.attempt_factory), box);
     auto core = internal::CreateBidiCore(
         target.source(), box,
-        std::make_unique<internal::TypedStreamParts<Open, Response>>(
-            std::move(open), std::move(factory), std::move(on_message),
+        std::make_unique<internal::BidiStreamParts<Request, Response>>(
+            internal::OpaqueOpenRequests(std::move(spec.open_requests)), box,
+            std::move(spec.attempt_factory), std::move(spec.start),
+            std::move(spec.configure_attempt), std::move(on_message),
             std::move(fns)),
         std::move(hooks), std::move(options), std::move(on_done));
     if (!core.ok()) return core.status();

@@ -14,6 +14,8 @@
 
 #include "absl/status/statusor.h"
 #include "tether/internal/bidi_outbox.h"
+#include "tether/internal/grpc_bidi_attempt.h"
+#include "tether/internal/grpc_call_context.h"
 #include "tether/internal/stream_core.h"
 #include "tether/stream_options.h"
 #include "tether/transport.h"
@@ -32,7 +34,12 @@ struct BidiOpen {
   ResumeState state;
   std::vector<BidiOutbox::Message> opens;
 
+  // An open with no state yet, that builds its requests with `fn`.
+  static BidiOpen With(OpenFn fn);
   static void Take(BidiOpen& open, const ResumeState& state);
+  // `StreamParts::NewRequestCopy` and `request_deleter` for a `BidiOpen`.
+  static void* NewCopy(const BidiOpen& open);
+  static void Delete(void* open);
 };
 
 // The app's `open_requests`, its requests made opaque.
@@ -85,54 +92,89 @@ class TypedBidiWrites final : public BidiWrites<Request> {
   const std::shared_ptr<BidiOutbox::Writes> writes_;
 };
 
-// An attempt's listener that closes the attempt's writes at its end, then
-// passes the end (trailers included: the core's end decision reads them) on.
+// The listener of a bidi attempt: forwards to the core, and closes the
+// attempt's writes at its end first.
 template <class Response>
-class ClosingListener final : public AttemptListener<Response> {
+class ClosingSinkListener final : public AttemptListener<Response> {
  public:
-  ClosingListener(std::shared_ptr<BidiOutbox::Writes> writes,
-                  std::shared_ptr<AttemptListener<Response>> core)
-      : writes_(std::move(writes)), core_(std::move(core)) {}
+  ClosingSinkListener(AttemptSink sink,
+                      std::shared_ptr<BidiOutbox::Writes> writes)
+      : sink_(std::move(sink)), writes_(std::move(writes)) {}
   bool OnMessage(Response&& response) override {
-    return core_->OnMessage(std::move(response));
+    return sink_.OnMessage(&response);
   }
   void OnEnd(const absl::Status& status, const Metadata& trailers) override {
     writes_->Close();
-    core_->OnEnd(status, trailers);
+    sink_.OnEnd(status, trailers);
   }
 
  private:
+  AttemptSink sink_;
   const std::shared_ptr<BidiOutbox::Writes> writes_;
-  const std::shared_ptr<AttemptListener<Response>> core_;
 };
 
-// Runs bidi attempts under the stream core (whose per-attempt "request" is a
-// `BidiOpen`): attaches each attempt to the outbox in the order the stream
-// started them, and closes its writes when it ends.
+// A bidi stream's typed side: each attempt resumes through the open
+// requests (`BidiOpen`, the core's per-attempt "request"), is attached to
+// the outbox in the order the stream started it (its writes close when it
+// ends), and starts through the spec's `attempt_factory` when it gave one,
+// else as a gRPC call through its `start` (no factory object in between).
 template <class Request, class Response>
-class BidiCoreFactory final : public AttemptFactory<BidiOpen, Response> {
+class BidiStreamParts final : public ResponseParts<Response> {
  public:
-  BidiCoreFactory(std::shared_ptr<BidiAttemptFactory<Request, Response>> inner,
-                  std::shared_ptr<BidiOutbox> box)
-      : inner_(std::move(inner)), box_(std::move(box)) {}
+  using StartFn = typename GrpcBidiAttempt<Request, Response>::StartFn;
 
-  std::shared_ptr<Attempt> StartAttempt(
-      const ConnectionPick& connection, const AttemptInfo& info,
-      const BidiOpen& open,
-      std::shared_ptr<AttemptListener<Response>> listener) override {
+  BidiStreamParts(
+      BidiOpen::OpenFn open_requests, std::shared_ptr<BidiOutbox> box,
+      std::shared_ptr<BidiAttemptFactory<Request, Response>> factory,
+      StartFn start, ConfigureAttemptFn configure,
+      std::function<void(Response&&)> on_message,
+      ResponseFunctions<Response> functions)
+      : ResponseParts<Response>(std::move(on_message), std::move(functions)),
+        open_(BidiOpen::With(std::move(open_requests))),
+        box_(std::move(box)),
+        factory_(std::move(factory)),
+        start_(std::move(start)),
+        configure_(std::move(configure)) {}
+
+  const void* request() const override { return &open_; }
+  void* NewRequestCopy() const override { return BidiOpen::NewCopy(open_); }
+  StreamParts::Deleter request_deleter() const override {
+    return &BidiOpen::Delete;
+  }
+  void Resume(void* request, const ResumeState& state) const override {
+    BidiOpen::Take(*static_cast<BidiOpen*>(request), state);
+  }
+  std::shared_ptr<Attempt> StartAttempt(const ConnectionPick& connection,
+                                        const AttemptInfo& info,
+                                        const void* request,
+                                        AttemptSink sink) override {
+    const BidiOpen& open = *static_cast<const BidiOpen*>(request);
     std::shared_ptr<BidiOutbox::Writes> writes =
         BidiOutbox::Attach(box_, info.attempt, open.opens);
-    return inner_->StartAttempt(
-        connection, info, open.state,
-        std::make_shared<TypedBidiWrites<Request>>(writes),
-        std::make_shared<ClosingListener<Response>>(writes,
-                                                    std::move(listener)));
+    auto typed = std::make_shared<TypedBidiWrites<Request>>(writes);
+    auto listener = std::make_shared<ClosingSinkListener<Response>>(
+        std::move(sink), std::move(writes));
+    if (factory_) {
+      return factory_->StartAttempt(connection, info, open.state,
+                                    std::move(typed), std::move(listener));
+    }
+    return GrpcBidiAttempt<Request, Response>::Run(
+        start_, configure_, connection, info, std::move(typed),
+        std::move(listener));
   }
 
  private:
-  const std::shared_ptr<BidiAttemptFactory<Request, Response>> inner_;
+  const BidiOpen open_;
   const std::shared_ptr<BidiOutbox> box_;
+  const std::shared_ptr<BidiAttemptFactory<Request, Response>> factory_;
+  const StartFn start_;
+  const ConfigureAttemptFn configure_;
 };
+
+// A new outbox (`std::make_shared` compiled once, here).
+std::shared_ptr<BidiOutbox> NewBidiOutbox(
+    std::size_t max, BidiOutbox::AckFn acknowledges,
+    std::shared_ptr<StreamObserver> observer);
 
 // Creates a bidi stream's core around `box`: each attempt resumes through
 // the open requests, the end closes the outbox, acknowledgements (when the

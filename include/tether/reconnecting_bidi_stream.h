@@ -16,7 +16,7 @@
 #include "grpcpp/client_context.h"
 #include "grpcpp/support/client_callback.h"
 #include "tether/internal/bidi_outbox.h"
-#include "tether/internal/grpc_bidi_attempt.h"
+#include "tether/internal/bidi_parts.h"
 #include "tether/internal/spec_hooks.h"
 #include "tether/internal/stream_core.h"
 #include "tether/position.h"
@@ -147,7 +147,7 @@ class ReconnectingBidiStream {
   // until acknowledged). RESOURCE_EXHAUSTED when the outbox is full (see
   // the class comment); FAILED_PRECONDITION after WritesDone or the end.
   absl::Status Write(Request request) {
-    return outbox_->Write(std::move(request));
+    return outbox_->Write(std::make_shared<const Request>(std::move(request)));
   }
 
   // Runs `on_writable` (once) when a `Write` refused for a full outbox may
@@ -169,7 +169,7 @@ class ReconnectingBidiStream {
 
  private:
   using Core = internal::StreamCore;
-  using Box = internal::BidiOutbox<Request, Response>;
+  using Box = internal::BidiOutbox;
 
   ReconnectingBidiStream(std::shared_ptr<Core> core, std::shared_ptr<Box> box)
       : core_(std::move(core)), outbox_(std::move(box)) {}
@@ -183,56 +183,34 @@ class ReconnectingBidiStream {
       return absl::InvalidArgumentError(
           "ReconnectingBidiStream needs a target");
     }
-    if (!spec.attempt_factory) {
-      if (!spec.start) {
-        return absl::InvalidArgumentError(
-            "BidiStreamSpec.start is empty (and no attempt_factory was "
-            "given)");
-      }
-      spec.attempt_factory =
-          std::make_shared<internal::GrpcBidiAttemptFactory<Request, Response>>(
-              std::move(spec.start), std::move(spec.configure_attempt));
+    if (!spec.attempt_factory && !spec.start) {
+      return absl::InvalidArgumentError(
+          "BidiStreamSpec.start is empty (and no attempt_factory was given)");
     }
     if (!spec.open_requests) {
       return absl::InvalidArgumentError(
           "BidiStreamSpec.open_requests is empty: an attempt would not know "
           "what to write first (return an empty vector for nothing)");
     }
-    using Open = internal::BidiOpen<Request>;
     internal::StreamHooks hooks;
-    internal::SpecFunctions<Open, Response> fns;
+    internal::ResponseFunctions<Response> fns;
     s = internal::TakeSharedFields(spec, /*server_resume=*/nullptr,
                                    spec.initial_position, "BidiStreamSpec",
                                    "initial_position", hooks, fns);
     if (!s.ok()) return s;
-    const bool acknowledged = static_cast<bool>(spec.acknowledges);
-    auto box = std::make_shared<Box>(
-        options.max_outbox, std::move(spec.acknowledges), options.observer);
-    hooks.resume = true;
-    hooks.resume_always = true;
-    hooks.resume_name = "open_requests";
-    fns.resume_state = &Open::Take;
-    hooks.MutableRare().on_end_decided = [weak = std::weak_ptr<Box>(box)] {
-      if (auto b = weak.lock()) b->End();
-    };
-    if (acknowledged) hooks.MutableRare().acks = box;
-    Open open;
-    open.open_requests = std::make_shared<const typename Open::OpenFn>(
-        std::move(spec.open_requests));
-    auto factory =
-        std::make_shared<internal::BidiCoreFactory<Request, Response>>(
-            std::move(spec.attempt_factory), box);
-    auto core = Core::Create(
-        target.source(),
-        std::make_unique<internal::TypedStreamParts<Open, Response>>(
-            std::move(open), std::move(factory), std::move(on_message),
+    std::shared_ptr<Box> box = internal::NewBidiOutbox(
+        options.max_outbox,
+        internal::OpaqueAcknowledges(std::move(spec.acknowledges)),
+        options.observer);
+    auto core = internal::CreateBidiCore(
+        target.source(), box,
+        std::make_unique<internal::BidiStreamParts<Request, Response>>(
+            internal::OpaqueOpenRequests(std::move(spec.open_requests)), box,
+            std::move(spec.attempt_factory), std::move(spec.start),
+            std::move(spec.configure_attempt), std::move(on_message),
             std::move(fns)),
         std::move(hooks), std::move(options), std::move(on_done));
     if (!core.ok()) return core.status();
-    std::weak_ptr<Core> weak_core = *core;
-    box->SetCallout([weak_core](const std::function<void()>& f) {
-      if (auto c = weak_core.lock()) c->Callout(f);
-    });
     (*core)->StartFirst();
     return std::unique_ptr<ReconnectingBidiStream>(
         new ReconnectingBidiStream(*std::move(core), std::move(box)));

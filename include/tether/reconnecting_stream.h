@@ -14,7 +14,7 @@
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/support/client_callback.h"
-#include "tether/internal/grpc_read_attempt.h"
+#include "tether/internal/server_parts.h"
 #include "tether/internal/spec_hooks.h"
 #include "tether/internal/stream_core.h"
 #include "tether/position.h"
@@ -164,17 +164,12 @@ class ReconnectingStream {
     if (!target.source()) {
       return absl::InvalidArgumentError("ReconnectingStream needs a target");
     }
-    if (!spec.attempt_factory) {
-      if (!spec.start) {
-        return absl::InvalidArgumentError(
-            "StreamSpec.start is empty (and no attempt_factory was given)");
-      }
-      spec.attempt_factory =
-          internal::MakeGrpcReadAttemptFactory<Request, Response>(
-              spec.start, std::move(spec.configure_attempt));
+    if (!spec.attempt_factory && !spec.start) {
+      return absl::InvalidArgumentError(
+          "StreamSpec.start is empty (and no attempt_factory was given)");
     }
     internal::StreamHooks hooks;
-    internal::SpecFunctions<Request, Response> fns;
+    internal::ResponseFunctions<Response> fns;
     const internal::ServerResumeFields resume{
         static_cast<bool>(spec.resume_after),
         static_cast<bool>(spec.resume_from_cursor)};
@@ -182,15 +177,11 @@ class ReconnectingStream {
                                    "StreamSpec", "initial_last_seq", hooks,
                                    fns);
     if (!s.ok()) return s;
-    hooks.resume =
-        static_cast<bool>(spec.resume_after || spec.resume_from_cursor);
-    fns.resume_after = std::move(spec.resume_after);
-    fns.resume_from_cursor = std::move(spec.resume_from_cursor);
+    hooks.resume = resume.resume_after || resume.resume_from_cursor;
     auto core = Core::Create(
         target.source(),
-        std::make_unique<internal::TypedStreamParts<Request, Response>>(
-            std::move(spec.request), std::move(spec.attempt_factory),
-            std::move(on_message), std::move(fns)),
+        std::make_unique<internal::ServerStreamParts<Request, Response>>(
+            spec, std::move(on_message), std::move(fns)),
         std::move(hooks), std::move(options), std::move(on_done));
     if (!core.ok()) return core.status();
     (*core)->StartFirst();

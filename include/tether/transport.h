@@ -163,6 +163,13 @@ class AttemptFactory {
       std::shared_ptr<AttemptListener<Response>> listener) = 0;
 };
 
+// What a bidi attempt does next (`BidiWrites<Request>::Next`).
+enum class BidiNext {
+  kWrite,       // `*out` is the next request; call `Written` once written
+  kWritesDone,  // half-close the call (once)
+  kNothing,     // nothing now: take again after the wake-up
+};
+
 // What one bidi attempt writes, in order: the open requests built from where
 // it resumes, then the app's writes not yet acknowledged (replays), then new
 // ones, then (after the app's `WritesDone`) a half-close. The attempt pulls:
@@ -173,11 +180,7 @@ class AttemptFactory {
 template <class Request>
 class BidiWrites {
  public:
-  enum class Next {
-    kWrite,       // `*out` is the next request; call `Written` once written
-    kWritesDone,  // half-close the call (once)
-    kNothing,     // nothing now: take again after the wake-up
-  };
+  using Next = BidiNext;
   virtual ~BidiWrites() = default;
   virtual Next Take(std::shared_ptr<const Request>* out) = 0;
   // The request `Take` gave was written (`ok`) or the call's write side

@@ -4,31 +4,58 @@
 // thread.
 #include "tether/internal/bidi_outbox.h"
 
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <stdexcept>
+#include <utility>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "test/unit/stream_fixture.h"
+#include "tether/internal/bidi_parts.h"
 
 namespace tether {
 namespace stream_test {
 namespace {
 
 using ::testing::ElementsAre;
-using Box = internal::BidiOutbox<BidiReq, Resp>;
+using Box = internal::BidiOutbox;
 using Writes = Box::Writes;
 using Next = BidiWrites<BidiReq>::Next;
 using Kind = internal::AckMatch::Kind;
 
 bool ById(const BidiReq& w, const Resp& r) { return r.ack == w.id; }
 
+// The outbox holds opaque messages; the typed side (bidi_parts.h) casts.
+std::shared_ptr<Box> MakeBox(
+    std::size_t max, std::function<bool(const BidiReq&, const Resp&)> ack) {
+  return std::make_shared<Box>(max,
+                               internal::OpaqueAcknowledges(std::move(ack)));
+}
+Box::Message Msg(const BidiReq& r) {
+  return std::make_shared<const BidiReq>(r);
+}
+std::shared_ptr<Writes> Attach(const std::shared_ptr<Box>& box,
+                               std::uint64_t order,
+                               const std::vector<BidiReq>& opens) {
+  std::vector<Box::Message> messages;
+  for (const BidiReq& r : opens) messages.push_back(Msg(r));
+  return Box::Attach(box, order, std::move(messages));
+}
+Next Take(Writes& w, std::shared_ptr<const BidiReq>* out) {
+  Box::Message m;
+  const Next next = w.Take(&m);
+  if (next == Next::kWrite) *out = std::static_pointer_cast<const BidiReq>(m);
+  return next;
+}
+
 // Takes and completes every write `w` offers now; returns them in order.
 std::vector<BidiReq> Drain(Writes& w) {
   std::vector<BidiReq> out;
   std::shared_ptr<const BidiReq> req;
-  while (w.Take(&req) == Next::kWrite) {
+  while (Take(w, &req) == Next::kWrite) {
     out.push_back(*req);
     w.Written(true);
   }
@@ -51,16 +78,16 @@ struct Wakes {
 };
 
 TEST(BidiOutboxTest, TheLastStartedAttemptWritesWhateverOrderTheyAttachIn) {
-  auto box = std::make_shared<Box>(8, ById);
-  auto first = Box::Attach(box, 1, {Open(0)});
-  auto third = Box::Attach(box, 3, {Open(5)});
-  auto second = Box::Attach(box, 2, {Open(4)});  // cancelled, attached late
-  ASSERT_TRUE(box->Write(W(1)).ok());
+  auto box = MakeBox(8, ById);
+  auto first = Attach(box, 1, {Open(0)});
+  auto third = Attach(box, 3, {Open(5)});
+  auto second = Attach(box, 2, {Open(4)});  // cancelled, attached late
+  ASSERT_TRUE(box->Write(Msg(W(1))).ok());
   EXPECT_THAT(Drain(*second), ElementsAre(Open(4)));  // its opens only
   EXPECT_THAT(Drain(*first), ElementsAre(Open(0)));
   EXPECT_THAT(Drain(*third), ElementsAre(Open(5), W(1)));
   second->Close();  // the late one ends: the writer stays
-  ASSERT_TRUE(box->Write(W(2)).ok());
+  ASSERT_TRUE(box->Write(Msg(W(2))).ok());
   EXPECT_THAT(Drain(*third), ElementsAre(W(2)));
 }
 
@@ -69,22 +96,22 @@ TEST(BidiOutboxTest, TheLastStartedAttemptWritesWhateverOrderTheyAttachIn) {
 // dropped before that (a move's held message) leaves the write waiting, and
 // the next writer replays it.
 TEST(BidiOutboxTest, AWriteIsDoneWhenItsAcknowledgementIsAdmitted) {
-  auto box = std::make_shared<Box>(8, ById);
-  auto old_one = Box::Attach(box, 1, {});
-  ASSERT_TRUE(box->Write(W(1)).ok());
-  ASSERT_TRUE(box->Write(W(2)).ok());
+  auto box = MakeBox(8, ById);
+  auto old_one = Attach(box, 1, {});
+  ASSERT_TRUE(box->Write(Msg(W(1))).ok());
+  ASSERT_TRUE(box->Write(Msg(W(2))).ok());
   EXPECT_THAT(Drain(*old_one), ElementsAre(W(1), W(2)));
   const Resp ack1 = Ack(1);
   const internal::AckMatch held = box->Match(&ack1);  // then dropped
   EXPECT_EQ(held.kind, Kind::kWrite);
   EXPECT_EQ(box->size(), 2u);
-  auto fresh = Box::Attach(box, 2, {});
+  auto fresh = Attach(box, 2, {});
   EXPECT_THAT(Drain(*fresh), ElementsAre(W(1), W(2)));  // replayed
-  EXPECT_TRUE(Deliver(*box, M(5)));  // acknowledges nothing
+  EXPECT_TRUE(Deliver(*box, M(5)));                     // acknowledges nothing
   EXPECT_EQ(box->size(), 2u);
   EXPECT_TRUE(Deliver(*box, Ack(1)));  // on the old attempt: counts
   EXPECT_EQ(box->size(), 1u);
-  auto third = Box::Attach(box, 3, {});
+  auto third = Attach(box, 3, {});
   EXPECT_THAT(Drain(*third), ElementsAre(W(2)));
 }
 
@@ -92,11 +119,11 @@ TEST(BidiOutboxTest, AWriteIsDoneWhenItsAcknowledgementIsAdmitted) {
 // they arrive, the first admitted takes it, the other is dropped; a later
 // copy matches as a repeat.
 TEST(BidiOutboxTest, AnAcknowledgementReachesTheAppOnce) {
-  auto box = std::make_shared<Box>(8, ById);
-  auto old_one = Box::Attach(box, 1, {});
-  ASSERT_TRUE(box->Write(W(7)).ok());
+  auto box = MakeBox(8, ById);
+  auto old_one = Attach(box, 1, {});
+  ASSERT_TRUE(box->Write(Msg(W(7))).ok());
   EXPECT_THAT(Drain(*old_one), ElementsAre(W(7)));
-  auto fresh = Box::Attach(box, 2, {});
+  auto fresh = Attach(box, 2, {});
   EXPECT_THAT(Drain(*fresh), ElementsAre(W(7)));
   const Resp ack = Ack(7);
   const internal::AckMatch on_old = box->Match(&ack);
@@ -112,16 +139,16 @@ TEST(BidiOutboxTest, AnAcknowledgementReachesTheAppOnce) {
 // Keys that are not dense, acknowledged in any order: each response
 // acknowledges the first waiting write it names.
 TEST(BidiOutboxTest, AcknowledgementsInAnyOrder) {
-  auto box = std::make_shared<Box>(8, ById);
-  auto a = Box::Attach(box, 1, {});
+  auto box = MakeBox(8, ById);
+  auto a = Attach(box, 1, {});
   for (std::uint64_t id : {917u, 23u, 4051u}) {
-    ASSERT_TRUE(box->Write(W(id)).ok());
+    ASSERT_TRUE(box->Write(Msg(W(id))).ok());
   }
   EXPECT_THAT(Drain(*a), ElementsAre(W(917), W(23), W(4051)));
   EXPECT_TRUE(Deliver(*box, Ack(4051)));
   EXPECT_TRUE(Deliver(*box, Ack(23)));
   EXPECT_EQ(box->size(), 1u);
-  auto b = Box::Attach(box, 2, {});
+  auto b = Attach(box, 2, {});
   EXPECT_THAT(Drain(*b), ElementsAre(W(917)));
   EXPECT_TRUE(Deliver(*box, Ack(917)));
   EXPECT_EQ(box->size(), 0u);
@@ -131,19 +158,19 @@ TEST(BidiOutboxTest, AcknowledgementsInAnyOrder) {
 // is remembered once done, while an attempt that took it runs, and at most
 // `max` of them. Anything else that matches nothing is an ordinary response.
 TEST(BidiOutboxTest, DoneWritesAreRememberedWhileAnAttemptThatTookThemRuns) {
-  auto box = std::make_shared<Box>(2, ById);
-  auto a = Box::Attach(box, 1, {});
-  ASSERT_TRUE(box->Write(W(1)).ok());
+  auto box = MakeBox(2, ById);
+  auto a = Attach(box, 1, {});
+  ASSERT_TRUE(box->Write(Msg(W(1))).ok());
   EXPECT_THAT(Drain(*a), ElementsAre(W(1)));
   EXPECT_TRUE(Deliver(*box, Ack(1)));
   const Resp again = Ack(1);
   EXPECT_EQ(box->Match(&again).kind, Kind::kNone);  // taken once: forgotten
-  ASSERT_TRUE(box->Write(W(2)).ok());
-  ASSERT_TRUE(box->Write(W(3)).ok());
+  ASSERT_TRUE(box->Write(Msg(W(2))).ok());
+  ASSERT_TRUE(box->Write(Msg(W(3))).ok());
   EXPECT_THAT(Drain(*a), ElementsAre(W(2), W(3)));
-  auto b = Box::Attach(box, 2, {});
+  auto b = Attach(box, 2, {});
   EXPECT_THAT(Drain(*b), ElementsAre(W(2), W(3)));
-  auto c = Box::Attach(box, 3, {});  // a later attempt, which took nothing
+  auto c = Attach(box, 3, {});  // a later attempt, which took nothing
   EXPECT_TRUE(Deliver(*box, Ack(2)));
   EXPECT_TRUE(Deliver(*box, Ack(3)));
   const Resp two = Ack(2), three = Ack(3);
@@ -154,14 +181,14 @@ TEST(BidiOutboxTest, DoneWritesAreRememberedWhileAnAttemptThatTookThemRuns) {
   EXPECT_EQ(box->Match(&two).kind, Kind::kNone);
   EXPECT_EQ(box->Match(&three).kind, Kind::kNone);
   // At most `max` (2): the oldest is forgotten first.
-  for (std::uint64_t id : {4u, 5u}) ASSERT_TRUE(box->Write(W(id)).ok());
+  for (std::uint64_t id : {4u, 5u}) ASSERT_TRUE(box->Write(Msg(W(id))).ok());
   EXPECT_THAT(Drain(*c), ElementsAre(W(4), W(5)));
-  auto d = Box::Attach(box, 4, {});
+  auto d = Attach(box, 4, {});
   EXPECT_THAT(Drain(*d), ElementsAre(W(4), W(5)));
   EXPECT_TRUE(Deliver(*box, Ack(4)));
-  ASSERT_TRUE(box->Write(W(6)).ok());
+  ASSERT_TRUE(box->Write(Msg(W(6))).ok());
   EXPECT_THAT(Drain(*d), ElementsAre(W(6)));
-  auto e = Box::Attach(box, 5, {});
+  auto e = Attach(box, 5, {});
   EXPECT_THAT(Drain(*e), ElementsAre(W(5), W(6)));
   EXPECT_TRUE(Deliver(*box, Ack(5)));
   EXPECT_TRUE(Deliver(*box, Ack(6)));
@@ -174,12 +201,12 @@ TEST(BidiOutboxTest, DoneWritesAreRememberedWhileAnAttemptThatTookThemRuns) {
 // An attempt dropped without an end (its start never ran) no longer keeps
 // done writes remembered.
 TEST(BidiOutboxTest, AnAttemptDroppedWithoutAnEndIsClosed) {
-  auto box = std::make_shared<Box>(8, ById);
-  auto a = Box::Attach(box, 1, {});
-  auto b = Box::Attach(box, 2, {});
-  ASSERT_TRUE(box->Write(W(1)).ok());
+  auto box = MakeBox(8, ById);
+  auto a = Attach(box, 1, {});
+  auto b = Attach(box, 2, {});
+  ASSERT_TRUE(box->Write(Msg(W(1))).ok());
   EXPECT_THAT(Drain(*b), ElementsAre(W(1)));
-  auto c = Box::Attach(box, 3, {});
+  auto c = Attach(box, 3, {});
   EXPECT_THAT(Drain(*c), ElementsAre(W(1)));
   EXPECT_TRUE(Deliver(*box, Ack(1)));
   const Resp ack = Ack(1);
@@ -192,33 +219,33 @@ TEST(BidiOutboxTest, AnAttemptDroppedWithoutAnEndIsClosed) {
 }
 
 TEST(BidiOutboxTest, WhatAcknowledgesThrowsReachesTheCaller) {
-  auto box = std::make_shared<Box>(8, [](const BidiReq&, const Resp& r) {
+  auto box = MakeBox(8, [](const BidiReq&, const Resp& r) {
     if (r.ack == 666) throw std::runtime_error("bad ack");
     return false;
   });
-  ASSERT_TRUE(box->Write(W(1)).ok());
+  ASSERT_TRUE(box->Write(Msg(W(1))).ok());
   const Resp bad = Ack(666);
   EXPECT_THROW(box->Match(&bad), std::runtime_error);
   EXPECT_EQ(box->size(), 1u);
 }
 
 TEST(BidiOutboxTest, WithAcknowledgementsTheWriterReplaysAWriteInFlight) {
-  auto box = std::make_shared<Box>(8, ById);
-  auto old_one = Box::Attach(box, 1, {});
-  ASSERT_TRUE(box->Write(W(1)).ok());
+  auto box = MakeBox(8, ById);
+  auto old_one = Attach(box, 1, {});
+  ASSERT_TRUE(box->Write(Msg(W(1))).ok());
   std::shared_ptr<const BidiReq> req;
-  ASSERT_EQ(old_one->Take(&req), Next::kWrite);  // in flight
-  auto fresh = Box::Attach(box, 2, {});
+  ASSERT_EQ(Take(*old_one, &req), Next::kWrite);  // in flight
+  auto fresh = Attach(box, 2, {});
   EXPECT_THAT(Drain(*fresh), ElementsAre(W(1)));
 }
 
 TEST(BidiOutboxTest, WithoutAcknowledgementsAWriteInFlightGoesOutOnce) {
-  auto box = std::make_shared<Box>(8, nullptr);
-  auto old_one = Box::Attach(box, 1, {});
-  ASSERT_TRUE(box->Write(W(1)).ok());
+  auto box = MakeBox(8, nullptr);
+  auto old_one = Attach(box, 1, {});
+  ASSERT_TRUE(box->Write(Msg(W(1))).ok());
   std::shared_ptr<const BidiReq> req;
-  ASSERT_EQ(old_one->Take(&req), Next::kWrite);
-  auto fresh = Box::Attach(box, 2, {Open(0)});
+  ASSERT_EQ(Take(*old_one, &req), Next::kWrite);
+  auto fresh = Attach(box, 2, {Open(0)});
   Wakes wakes;
   fresh->SetWakeup(wakes.Fn());
   EXPECT_THAT(Drain(*fresh), ElementsAre(Open(0)));  // then it waits
@@ -226,18 +253,18 @@ TEST(BidiOutboxTest, WithoutAcknowledgementsAWriteInFlightGoesOutOnce) {
   EXPECT_EQ(wakes.count, 1);
   EXPECT_EQ(box->size(), 0u);
   EXPECT_THAT(Drain(*fresh), ElementsAre());  // W(1) is done
-  ASSERT_TRUE(box->Write(W(2)).ok());
+  ASSERT_TRUE(box->Write(Msg(W(2))).ok());
   EXPECT_THAT(Drain(*fresh), ElementsAre(W(2)));
 }
 
 TEST(BidiOutboxTest, WithoutAcknowledgementsAFailedWriteGoesToTheWriter) {
-  auto box = std::make_shared<Box>(8, nullptr);
-  auto old_one = Box::Attach(box, 1, {});
-  ASSERT_TRUE(box->Write(W(1)).ok());
-  ASSERT_TRUE(box->Write(W(2)).ok());
+  auto box = MakeBox(8, nullptr);
+  auto old_one = Attach(box, 1, {});
+  ASSERT_TRUE(box->Write(Msg(W(1))).ok());
+  ASSERT_TRUE(box->Write(Msg(W(2))).ok());
   std::shared_ptr<const BidiReq> req;
-  ASSERT_EQ(old_one->Take(&req), Next::kWrite);
-  auto fresh = Box::Attach(box, 2, {});
+  ASSERT_EQ(Take(*old_one, &req), Next::kWrite);
+  auto fresh = Attach(box, 2, {});
   Wakes wakes;
   fresh->SetWakeup(wakes.Fn());
   EXPECT_THAT(Drain(*fresh), ElementsAre());
@@ -247,12 +274,12 @@ TEST(BidiOutboxTest, WithoutAcknowledgementsAFailedWriteGoesToTheWriter) {
 }
 
 TEST(BidiOutboxTest, AnAttemptThatEndsWithAWriteInFlightReleasesTheWriter) {
-  auto box = std::make_shared<Box>(8, nullptr);
-  auto old_one = Box::Attach(box, 1, {});
-  ASSERT_TRUE(box->Write(W(1)).ok());
+  auto box = MakeBox(8, nullptr);
+  auto old_one = Attach(box, 1, {});
+  ASSERT_TRUE(box->Write(Msg(W(1))).ok());
   std::shared_ptr<const BidiReq> req;
-  ASSERT_EQ(old_one->Take(&req), Next::kWrite);
-  auto fresh = Box::Attach(box, 2, {});
+  ASSERT_EQ(Take(*old_one, &req), Next::kWrite);
+  auto fresh = Attach(box, 2, {});
   Wakes wakes;
   fresh->SetWakeup(wakes.Fn());
   old_one->Close();
@@ -262,42 +289,43 @@ TEST(BidiOutboxTest, AnAttemptThatEndsWithAWriteInFlightReleasesTheWriter) {
 }
 
 TEST(BidiOutboxTest, WritesDoneHalfClosesAfterEverything) {
-  auto box = std::make_shared<Box>(8, ById);
-  auto a = Box::Attach(box, 1, {Open(0)});
-  ASSERT_TRUE(box->Write(W(1)).ok());
+  auto box = MakeBox(8, ById);
+  auto a = Attach(box, 1, {Open(0)});
+  ASSERT_TRUE(box->Write(Msg(W(1))).ok());
   box->WritesDone();
-  EXPECT_EQ(box->Write(W(2)).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(box->Write(Msg(W(2))).code(),
+            absl::StatusCode::kFailedPrecondition);
   std::shared_ptr<const BidiReq> req;
   for (const BidiReq& want : {Open(0), W(1)}) {
-    ASSERT_EQ(a->Take(&req), Next::kWrite);
+    ASSERT_EQ(Take(*a, &req), Next::kWrite);
     EXPECT_EQ(*req, want);
     a->Written(true);
   }
-  EXPECT_EQ(a->Take(&req), Next::kWritesDone);
-  EXPECT_EQ(a->Take(&req), Next::kNothing);  // once
+  EXPECT_EQ(Take(*a, &req), Next::kWritesDone);
+  EXPECT_EQ(Take(*a, &req), Next::kNothing);  // once
 }
 
 TEST(BidiOutboxTest, FullOutboxRefusesAndOnWritableRunsOnceWhenRoomComes) {
-  auto box = std::make_shared<Box>(1, ById);
-  auto a = Box::Attach(box, 1, {});
+  auto box = MakeBox(1, ById);
+  auto a = Attach(box, 1, {});
   int writable = 0;
   box->SetOnWritable([&writable] { ++writable; });
   EXPECT_EQ(writable, 0);  // nothing was refused
-  ASSERT_TRUE(box->Write(W(1)).ok());
-  EXPECT_EQ(box->Write(W(2)).code(), absl::StatusCode::kResourceExhausted);
+  ASSERT_TRUE(box->Write(Msg(W(1))).ok());
+  EXPECT_EQ(box->Write(Msg(W(2))).code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(Drain(*a), ElementsAre(W(1)));
   EXPECT_TRUE(Deliver(*box, Ack(1)));
   EXPECT_EQ(writable, 1);
-  ASSERT_TRUE(box->Write(W(2)).ok());
+  ASSERT_TRUE(box->Write(Msg(W(2))).ok());
   EXPECT_TRUE(Deliver(*box, Ack(2)));
   EXPECT_EQ(writable, 1);  // once per refusal
 }
 
 TEST(BidiOutboxTest, OnWritableSetAfterTheRoomCameBackRunsAtOnce) {
-  auto box = std::make_shared<Box>(1, ById);
-  auto a = Box::Attach(box, 1, {});
-  ASSERT_TRUE(box->Write(W(1)).ok());
-  EXPECT_EQ(box->Write(W(2)).code(), absl::StatusCode::kResourceExhausted);
+  auto box = MakeBox(1, ById);
+  auto a = Attach(box, 1, {});
+  ASSERT_TRUE(box->Write(Msg(W(1))).ok());
+  EXPECT_EQ(box->Write(Msg(W(2))).code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(Drain(*a), ElementsAre(W(1)));
   EXPECT_TRUE(Deliver(*box, Ack(1)));  // room, nobody to tell yet
   int writable = 0;
@@ -306,17 +334,18 @@ TEST(BidiOutboxTest, OnWritableSetAfterTheRoomCameBackRunsAtOnce) {
 }
 
 TEST(BidiOutboxTest, TheEndRefusesWritesAndWakesNobody) {
-  auto box = std::make_shared<Box>(1, ById);
-  auto a = Box::Attach(box, 1, {});
-  ASSERT_TRUE(box->Write(W(1)).ok());
-  EXPECT_EQ(box->Write(W(2)).code(), absl::StatusCode::kResourceExhausted);
+  auto box = MakeBox(1, ById);
+  auto a = Attach(box, 1, {});
+  ASSERT_TRUE(box->Write(Msg(W(1))).ok());
+  EXPECT_EQ(box->Write(Msg(W(2))).code(), absl::StatusCode::kResourceExhausted);
   int writable = 0;
   box->SetOnWritable([&writable] { ++writable; });
   box->End();
   EXPECT_THAT(Drain(*a), ElementsAre(W(1)));
   EXPECT_TRUE(Deliver(*box, Ack(1)));
   EXPECT_EQ(writable, 0);
-  EXPECT_EQ(box->Write(W(3)).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(box->Write(Msg(W(3))).code(),
+            absl::StatusCode::kFailedPrecondition);
 }
 
 }  // namespace

@@ -33,9 +33,9 @@ class GrpcBidiAttempt final
     : public GrpcReadPump<grpc::ClientBidiReactor<Request, Response>,
                           Response> {
  public:
-  using StartFn = std::function<void(const std::shared_ptr<grpc::Channel>&,
-                                     grpc::ClientContext*,
-                                     grpc::ClientBidiReactor<Request, Response>*)>;
+  using StartFn = std::function<void(
+      const std::shared_ptr<grpc::Channel>&, grpc::ClientContext*,
+      grpc::ClientBidiReactor<Request, Response>*)>;
   using Next = typename BidiWrites<Request>::Next;
 
   static std::shared_ptr<Attempt> Run(
@@ -141,29 +141,6 @@ class GrpcBidiAttempt final
   bool write_hold_released_ = false;
   bool stopped_ = false;  // cancelled, or reads are over
   std::shared_ptr<const Request> in_flight_;
-};
-
-template <class Request, class Response>
-class GrpcBidiAttemptFactory final
-    : public BidiAttemptFactory<Request, Response> {
- public:
-  using StartFn = typename GrpcBidiAttempt<Request, Response>::StartFn;
-  GrpcBidiAttemptFactory(StartFn start, ConfigureAttemptFn configure)
-      : start_(std::move(start)), configure_(std::move(configure)) {}
-
-  std::shared_ptr<Attempt> StartAttempt(
-      const ConnectionPick& connection, const AttemptInfo& info,
-      const ResumeState& /*resume*/,
-      std::shared_ptr<BidiWrites<Request>> writes,
-      std::shared_ptr<AttemptListener<Response>> listener) override {
-    return GrpcBidiAttempt<Request, Response>::Run(
-        start_, configure_, connection, info, std::move(writes),
-        std::move(listener));
-  }
-
- private:
-  StartFn start_;
-  ConfigureAttemptFn configure_;
 };
 
 }  // namespace internal

@@ -51,34 +51,6 @@ class GrpcReadAttempt final
   Request request_;
 };
 
-template <class Request, class Response>
-class GrpcReadAttemptFactory final : public AttemptFactory<Request, Response> {
- public:
-  using StartFn = typename GrpcReadAttempt<Request, Response>::StartFn;
-  GrpcReadAttemptFactory(StartFn start, ConfigureAttemptFn configure)
-      : start_(std::move(start)), configure_(std::move(configure)) {}
-
-  std::shared_ptr<Attempt> StartAttempt(
-      const ConnectionPick& connection, const AttemptInfo& info,
-      const Request& request,
-      std::shared_ptr<AttemptListener<Response>> listener) override {
-    return GrpcReadAttempt<Request, Response>::Run(
-        start_, configure_, connection, info, request, std::move(listener));
-  }
-
- private:
-  StartFn start_;
-  ConfigureAttemptFn configure_;
-};
-
-template <class Request, class Response>
-std::shared_ptr<AttemptFactory<Request, Response>> MakeGrpcReadAttemptFactory(
-    typename GrpcReadAttemptFactory<Request, Response>::StartFn start,
-    ConfigureAttemptFn configure) {
-  return std::make_shared<GrpcReadAttemptFactory<Request, Response>>(
-      std::move(start), std::move(configure));
-}
-
 }  // namespace internal
 }  // namespace tether
 

@@ -5,8 +5,8 @@
 // (src/streams/stream_machine.h), and reaches the typed side through
 // `StreamParts` (the request, the attempt factory, the messages read ahead)
 // and the type-erased `StreamHooks`. A user translation unit instantiates
-// only `TypedStreamParts` and `SinkListener` (compile time). It
-// talks to a `ConnectionSource` and leaves the rest to its parts:
+// only `ResponseParts` (with its kind's parts) and `SinkListener` (compile
+// time). It talks to a `ConnectionSource` and leaves the rest to its parts:
 //   - `PositionGate` (position_gate.h): which message is delivered;
 //   - `ReopenBudget` (reopen_budget.h): when to try again, when to give up;
 //   - `DeliveryQueue` (delivery_queue.h): how the app gets messages, its end
@@ -187,7 +187,7 @@ class StreamParts {
 };
 
 // The spec's typed functions about responses (`StreamSpecBase`'s) that
-// `TypedStreamParts` calls: moved out of the spec as they are, so no wrapper
+// `ResponseParts` calls: moved out of the spec as they are, so no wrapper
 // is compiled per hook.
 template <class Response>
 struct ResponseFunctions {
@@ -207,85 +207,53 @@ struct ResponseFunctions {
   }
 };
 
-// ... and how each attempt's request resumes.
-template <class Request, class Response>
-struct SpecFunctions : ResponseFunctions<Response> {
-  std::function<void(Request&, std::uint64_t)> resume_after;
-  std::function<void(Request&, const std::string&)> resume_from_cursor;
-  // Bidi streams: the resume state goes into the open request as it is.
-  void (*resume_state)(Request&, const ResumeState&) = nullptr;
-};
-
 template <class T>
 void DeleteAs(void* p) {
   delete static_cast<T*>(p);
 }
 
-template <class Request, class Response>
-class TypedStreamParts final : public StreamParts,
-                               public TypedMessageStore<Response> {
+// The typed side both kinds of stream share: the messages read ahead (and
+// the app's `on_message`) and the spec's functions about responses. Each
+// kind adds how its attempts start and resume (`ServerStreamParts` in
+// server_parts.h, `BidiStreamParts` in bidi_parts.h).
+template <class Response>
+class ResponseParts : public StreamParts {
  public:
-  TypedStreamParts(Request request,
-                   std::shared_ptr<AttemptFactory<Request, Response>> factory,
-                   std::function<void(Response&&)> on_message,
-                   SpecFunctions<Request, Response> functions)
-      : TypedMessageStore<Response>(std::move(on_message)),
-        request_(std::move(request)),
-        factory_(std::move(factory)),
-        fns_(std::move(functions)) {}
-
-  const void* request() const override { return &request_; }
-  void* NewRequestCopy() const override { return new Request(request_); }
-  Deleter request_deleter() const override { return &DeleteAs<Request>; }
-  std::shared_ptr<Attempt> StartAttempt(const ConnectionPick& connection,
-                                        const AttemptInfo& info,
-                                        const void* request,
-                                        AttemptSink sink) override {
-    return factory_->StartAttempt(
-        connection, info, *static_cast<const Request*>(request),
-        std::make_shared<SinkListener<Response>>(std::move(sink)));
-  }
-  MessageStore* store() override { return this; }
-  void* NewMessage(void* message) const override {
+  MessageStore* store() final { return &store_; }
+  void* NewMessage(void* message) const final {
     return new Response(std::move(*static_cast<Response*>(message)));
   }
-  Deleter message_deleter() const override { return &DeleteAs<Response>; }
+  Deleter message_deleter() const final { return &DeleteAs<Response>; }
 
-  absl::optional<Position> PositionOf(const void* response) const override {
+  absl::optional<Position> PositionOf(const void* response) const final {
     const Response& r = *static_cast<const Response*>(response);
     if (!fns_.sequence_of) return fns_.position_of(r);
     absl::optional<std::uint64_t> seq = fns_.sequence_of(r);
     if (!seq) return absl::nullopt;
     return Position::Item(*seq);
   }
-  void Resume(void* request, const ResumeState& state) const override {
-    Request& r = *static_cast<Request*>(request);
-    if (fns_.resume_state) {
-      fns_.resume_state(r, state);
-    } else if (state.has_position) {
-      fns_.resume_after(r, state.last);
-    } else if (state.has_cursor) {
-      fns_.resume_from_cursor(r, state.cursor);
-    }
-  }
-  void TrimDelivered(void* response, std::uint64_t at) const override {
+  void TrimDelivered(void* response, std::uint64_t at) const final {
     fns_.rare->trim_delivered(*static_cast<Response*>(response), at);
   }
-  absl::optional<std::string> CursorOf(const void* response) const override {
+  absl::optional<std::string> CursorOf(const void* response) const final {
     return fns_.rare->cursor_of(*static_cast<const Response*>(response));
   }
-  bool ResyncOnMessage(const void* response) const override {
+  bool ResyncOnMessage(const void* response) const final {
     return fns_.rare->resync_on_message(
         *static_cast<const Response*>(response));
   }
-  bool IsDrainNotice(const void* response) const override {
+  bool IsDrainNotice(const void* response) const final {
     return fns_.rare->is_drain_notice(*static_cast<const Response*>(response));
   }
 
+ protected:
+  ResponseParts(std::function<void(Response&&)> on_message,
+                ResponseFunctions<Response> functions)
+      : store_(std::move(on_message)), fns_(std::move(functions)) {}
+
  private:
-  const Request request_;
-  const std::shared_ptr<AttemptFactory<Request, Response>> factory_;
-  const SpecFunctions<Request, Response> fns_;
+  TypedMessageStore<Response> store_;
+  const ResponseFunctions<Response> fns_;
 };
 
 // The attempts of one stream: see src/streams/stream_machine.h for the

@@ -1,0 +1,82 @@
+// Copyright 2026 The tether Authors. Licensed under the Apache License 2.0.
+// Internal: the typed side of a server stream.
+#ifndef TETHER_INTERNAL_SERVER_PARTS_H_
+#define TETHER_INTERNAL_SERVER_PARTS_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "tether/internal/grpc_call_context.h"
+#include "tether/internal/grpc_read_attempt.h"
+#include "tether/internal/stream_core.h"
+#include "tether/transport.h"
+
+namespace tether {
+
+template <class Request, class Response>
+struct StreamSpec;
+
+namespace internal {
+
+// A server stream's typed side: the request every attempt starts from (a
+// copy, resumed by the spec's `resume_after` or `resume_from_cursor`), and
+// how an attempt starts: the spec's `attempt_factory` when it gave one, else
+// a gRPC call through its `start` (no factory object in between).
+template <class Request, class Response>
+class ServerStreamParts final : public ResponseParts<Response> {
+ public:
+  using Spec = StreamSpec<Request, Response>;
+
+  // Moves what it needs out of `spec` (checked by the caller).
+  ServerStreamParts(Spec& spec, std::function<void(Response&&)> on_message,
+                    ResponseFunctions<Response> functions)
+      : ResponseParts<Response>(std::move(on_message), std::move(functions)),
+        request_(std::move(spec.request)),
+        factory_(std::move(spec.attempt_factory)),
+        start_(std::move(spec.start)),
+        configure_(std::move(spec.configure_attempt)),
+        resume_after_(std::move(spec.resume_after)),
+        resume_from_cursor_(std::move(spec.resume_from_cursor)) {}
+
+  const void* request() const override { return &request_; }
+  void* NewRequestCopy() const override { return new Request(request_); }
+  StreamParts::Deleter request_deleter() const override {
+    return &DeleteAs<Request>;
+  }
+  void Resume(void* request, const ResumeState& state) const override {
+    Request& r = *static_cast<Request*>(request);
+    if (state.has_position) {
+      resume_after_(r, state.last);
+    } else if (state.has_cursor) {
+      resume_from_cursor_(r, state.cursor);
+    }
+  }
+  std::shared_ptr<Attempt> StartAttempt(const ConnectionPick& connection,
+                                        const AttemptInfo& info,
+                                        const void* request,
+                                        AttemptSink sink) override {
+    const Request& r = *static_cast<const Request*>(request);
+    auto listener = std::make_shared<SinkListener<Response>>(std::move(sink));
+    if (factory_) {
+      return factory_->StartAttempt(connection, info, r, std::move(listener));
+    }
+    return GrpcReadAttempt<Request, Response>::Run(
+        start_, configure_, connection, info, r, std::move(listener));
+  }
+
+ private:
+  const Request request_;
+  const std::shared_ptr<AttemptFactory<Request, Response>> factory_;
+  const typename GrpcReadAttempt<Request, Response>::StartFn start_;
+  const ConfigureAttemptFn configure_;
+  const std::function<void(Request&, std::uint64_t)> resume_after_;
+  const std::function<void(Request&, const std::string&)> resume_from_cursor_;
+};
+
+}  // namespace internal
+}  // namespace tether
+
+#endif  // TETHER_INTERNAL_SERVER_PARTS_H_

@@ -82,8 +82,10 @@ void StreamMachine::OnAttemptDone(const std::shared_ptr<AttemptRec>& rec,
     facts.progressed = rec->progressed;
     facts.has_fallback = old_ != nullptr;
     facts.pushback_stop = rec->pushback.stop;
+    // A server's pushback says when to come back: it is not waived.
     facts.spread_wait = rec == current_ && SpreadingLocked() &&
-                        (rec->healthy || rec->progressed);
+                        (rec->healthy || rec->progressed) &&
+                        !rec->pushback.present;
     ApplyEndLocked(rec, DecideEnd(facts), w);
   }
   Flush(w);

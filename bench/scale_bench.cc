@@ -24,9 +24,17 @@
 // [0, --reopen_jitter_ms) (ReconnectingStreamOptions::
 // reopen_after_progress_jitter; the library default is 5 ms).
 //
+// Spread: --spread_ms=W runs a second rollout in the same process with
+// ReconnectingStreamOptions::migration_jitter = W and compares the two:
+// peak attempts per 10 ms (each attempt is one stream open at the
+// replicas), error ends, violations, and when the last stream moved
+// against the drain deadline (--drain_ms must leave room for W plus a
+// tick).
+//
 //   scale_bench [--streams=10000] [--tick_ms=500] [--drain_ms=10000]
 //               [--migrate_on_drain=true] [--reopen_jitter_ms=5]
 //               [--timeout_s=60] [--standby_connections=0]
+//               [--spread_ms=0]
 //
 // The last line is one JSON object: streams, cold_open_all_delivering_ms
 // (first Start call -> the last stream's first event), and
@@ -51,10 +59,10 @@
 #include "absl/flags/parse.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
-#include "support/figures.h"
 #include "examples/common/ledger_replica.h"
 #include "ledger/ledger.grpc.pb.h"
 #include "support/fault_proxy.h"
+#include "support/figures.h"
 #include "tether/connection_pool.h"
 #include "tether/observer.h"
 #include "tether/reconnecting_stream.h"
@@ -68,6 +76,11 @@ ABSL_FLAG(int, reopen_jitter_ms, 5,
           "ReconnectingStreamOptions::reopen_after_progress_jitter, ms");
 ABSL_FLAG(int, migration_jitter_ms, 0,
           "ReconnectingStreamOptions::migration_jitter, ms (default 0)");
+ABSL_FLAG(int, spread_ms, 0,
+          "when > 0, a second rollout in the same run with "
+          "migration_jitter = this many ms, compared with the first "
+          "(peak attempts per 10 ms, errors, violations, last move vs the "
+          "drain deadline)");
 ABSL_FLAG(bool, hold_fallback, true,
           "ReconnectingStreamOptions::migration_hold_fallback");
 ABSL_FLAG(int, timeout_s, 60, "give up waiting after this long (per phase)");
@@ -206,20 +219,30 @@ void RaiseFdLimit() {
   }
 }
 
-}  // namespace
+// What one rollout measured (see the file comment).
+struct Rollout {
+  bool ok = false;           // every stream delivered, then moved to "b"
+  double cold_ms = -1;       // first Start -> the last stream's first event
+  double migration_ms = -1;  // Shutdown -> the last stream's first "b" event
+  double p50_ms = 0;         // per stream, Shutdown -> first "b" event
+  double p99_ms = 0;
+  int peak = 0;                 // attempts started in the busiest 10 ms
+  double last_start_ms = -1;    // Shutdown -> the last attempt started
+  std::int64_t violations = 0;  // seq gaps, duplicates, wrong balances
+  std::int64_t error_ends = 0;  // attempts ended by an error, not by us
+  std::int64_t gave_up = 0;
+  int ended = 0;  // streams that ended
+  std::int64_t moved = 0;
+};
 
-int main(int argc, char** argv) {
-  absl::ParseCommandLine(argc, argv);
+// One cold open of --streams streams on "a", then one GOAWAY moving them to
+// "b", with `migration_jitter` as the streams' spread window.
+Rollout RunRollout(absl::Duration migration_jitter) {
   const int n = absl::GetFlag(FLAGS_streams);
   const absl::Duration timeout = absl::Seconds(absl::GetFlag(FLAGS_timeout_s));
-  const std::int64_t t_start = NowNs();
-  if (!absl::GetFlag(FLAGS_absl_deadlock_detection)) {
-    absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
-  }
-  RaiseFdLimit();
-
   tether::support::FaultProxy proxy;
-  if (!proxy.Start().ok()) return 1;
+  Rollout r;
+  if (!proxy.Start().ok()) return r;
   auto make = [&](const char* name) {
     ex::LedgerReplicaOptions o;
     o.name = name;
@@ -234,7 +257,7 @@ int main(int argc, char** argv) {
     return r;
   };
   auto a = make("a");
-  if (!proxy.AddBackend(a->address()).ok()) return 1;
+  if (!proxy.AddBackend(a->address()).ok()) return r;
 
   auto pool_log = std::make_shared<PoolLog>();
   tether::ConnectionPoolOptions po;
@@ -244,7 +267,7 @@ int main(int argc, char** argv) {
   auto pool_or = tether::ConnectionPool::Create(po);
   if (!pool_or.ok()) {
     std::fprintf(stderr, "%s\n", pool_or.status().ToString().c_str());
-    return 1;
+    return r;
   }
   std::shared_ptr<tether::ConnectionPool> pool = *pool_or;
 
@@ -255,8 +278,7 @@ int main(int argc, char** argv) {
   so.migrate_on_drain = absl::GetFlag(FLAGS_migrate_on_drain);
   so.reopen_after_progress_jitter =
       absl::Milliseconds(absl::GetFlag(FLAGS_reopen_jitter_ms));
-  so.migration_jitter =
-      absl::Milliseconds(absl::GetFlag(FLAGS_migration_jitter_ms));
+  so.migration_jitter = migration_jitter;
   so.migration_hold_fallback = absl::GetFlag(FLAGS_hold_fallback);
 
   std::vector<Slot> slots(static_cast<std::size_t>(n));
@@ -306,7 +328,7 @@ int main(int argc, char** argv) {
         [&ended](const absl::Status&) { ended.fetch_add(1); });
     if (!s.ok()) {
       std::fprintf(stderr, "%s\n", s.status().ToString().c_str());
-      return 1;
+      return r;
     }
     streams.push_back(*std::move(s));
   }
@@ -326,11 +348,11 @@ int main(int argc, char** argv) {
       "%zu connection(s) open, %zu picks\n",
       n, (t_opened - t_open) / 1e6, (t_live - t_open) / 1e6,
       all_live ? "" : " (TIMED OUT)", before.open, before.picks);
-  if (!all_live) return 1;
+  if (!all_live) return r;
 
   // One GOAWAY for all: b takes new connections, a shuts down.
   auto b = make("b");
-  if (!proxy.AddBackend(b->address()).ok()) return 1;
+  if (!proxy.AddBackend(b->address()).ok()) return r;
   proxy.RemoveBackend(a->address());
   const std::size_t attempts_before = log->total();
   const std::int64_t t_goaway = NowNs();
@@ -379,20 +401,33 @@ int main(int argc, char** argv) {
       peak_at = kv.first;
     }
   }
+  // The busiest buckets, to tell a burst (a backlog of timers fired at
+  // once) from a ramp.
+  std::vector<std::pair<int, std::int64_t>> busiest;
+  for (const auto& kv : buckets) busiest.push_back({kv.second, kv.first});
+  std::sort(busiest.rbegin(), busiest.rend());
+  busiest.resize(std::min<std::size_t>(busiest.size(), 5));
+  std::string busiest_text;
+  for (const auto& b : busiest) {
+    busiest_text += " +" + std::to_string(b.second * 10) +
+                    " ms: " + std::to_string(b.first) + ";";
+  }
   double spread_ms =
       starts.empty() ? 0 : (starts.back() - starts.front()) / 1e6;
   double first_ms = starts.empty() ? -1 : (starts.front() - t_goaway) / 1e6;
   tether::ConnectionPoolStats after = pool->Stats();
+  const double last_start_ms =
+      starts.empty() ? -1 : (starts.back() - t_goaway) / 1e6;
   std::int64_t drain_seen = pool_log->first_drain_ns();
 
   std::printf(
       "settings: tick %d ms, drain deadline %d ms, migrate_on_drain %s, "
-      "reopen_after_progress_jitter %d ms, migration_jitter %d ms, backoff "
+      "reopen_after_progress_jitter %d ms, migration_jitter %.0f ms, backoff "
       "default (100 ms x2, full jitter), pool max_connections %d\n",
       absl::GetFlag(FLAGS_tick_ms), absl::GetFlag(FLAGS_drain_ms),
       so.migrate_on_drain ? "true" : "false",
       absl::GetFlag(FLAGS_reopen_jitter_ms),
-      absl::GetFlag(FLAGS_migration_jitter_ms), po.max_connections);
+      absl::ToDoubleMilliseconds(migration_jitter), po.max_connections);
   std::printf(
       "pool saw the drain %.1f ms after Shutdown; the new replica held a "
       "watch for every stream %.0f ms after Shutdown (polled every 20 ms)\n",
@@ -421,6 +456,7 @@ int main(int argc, char** argv) {
       starts.size(), static_cast<long long>(log->migrations()),
       static_cast<long long>(log->reopens()), first_ms, spread_ms,
       buckets.size(), peak, static_cast<long long>(peak_at), peak * 100.0);
+  std::printf("busiest 10 ms buckets:%s\n", busiest_text.c_str());
   std::printf(
       "checks: attempts before GOAWAY %zu, attempt error ends %lld, gave up "
       "%lld, streams ended %d, seq/balance violations %lld\n",
@@ -453,18 +489,83 @@ int main(int argc, char** argv) {
       "cold open -> all delivering %.0f ms; GOAWAY -> all delivering from "
       "the new replica %.0f ms; ratio %.2f\n",
       cold_ms, migration_ms, migration_ms / cold_ms);
+  r.ok = all_moved && bad == 0 && log->gave_up() == 0;
+  r.cold_ms = cold_ms;
+  r.migration_ms = migration_ms;
+  r.p50_ms = Pct(move_ms, 0.5);
+  r.p99_ms = Pct(move_ms, 0.99);
+  r.peak = peak;
+  r.last_start_ms = last_start_ms;
+  r.violations = bad;
+  r.error_ends = log->error_ends();
+  r.gave_up = log->gave_up();
+  r.ended = ended.load();
+  r.moved = moved;
+  return r;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  const std::int64_t t_start = NowNs();
+  if (!absl::GetFlag(FLAGS_absl_deadlock_detection)) {
+    absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  }
+  RaiseFdLimit();
+  const int spread_ms = absl::GetFlag(FLAGS_spread_ms);
+  if (spread_ms > 0) std::printf("== rollout 1: without spread ==\n");
+  const Rollout base =
+      RunRollout(absl::Milliseconds(absl::GetFlag(FLAGS_migration_jitter_ms)));
+  Rollout spread;
+  if (spread_ms > 0) {
+    std::printf("== rollout 2: migration_jitter %d ms ==\n", spread_ms);
+    spread = RunRollout(absl::Milliseconds(spread_ms));
+    const int drain_ms = absl::GetFlag(FLAGS_drain_ms);
+    std::printf(
+        "spread: peak attempts per 10 ms %d without, %d with (ratio %.3f); "
+        "with: error ends %lld, violations %lld, gave up %lld, streams "
+        "ended %d, moved %lld of %d; last move started %.0f ms and the last "
+        "stream delivered from the new replica %.0f ms after Shutdown "
+        "(drain deadline %d ms)\n",
+        base.peak, spread.peak,
+        base.peak > 0 ? static_cast<double>(spread.peak) / base.peak : -1.0,
+        static_cast<long long>(spread.error_ends),
+        static_cast<long long>(spread.violations),
+        static_cast<long long>(spread.gave_up), spread.ended,
+        static_cast<long long>(spread.moved), absl::GetFlag(FLAGS_streams),
+        spread.last_start_ms, spread.migration_ms, drain_ms);
+  }
   std::printf("total runtime %.1f s\n", (NowNs() - t_start) / 1e9);
   tether::support::JsonLine json;
-  json.Set("streams", n);
-  json.Set("cold_open_all_delivering_ms", cold_ms);
-  json.Set("migration_all_delivering_ms", migration_ms);
-  json.Set("migration_vs_cold", migration_ms / cold_ms);
-  json.Set("migration_p50_ms", Pct(move_ms, 0.5));
-  json.Set("migration_p99_ms", Pct(move_ms, 0.99));
+  json.Set("streams", absl::GetFlag(FLAGS_streams));
+  json.Set("cold_open_all_delivering_ms", base.cold_ms);
+  json.Set("migration_all_delivering_ms", base.migration_ms);
+  json.Set("migration_vs_cold", base.migration_ms / base.cold_ms);
+  json.Set("migration_p50_ms", base.p50_ms);
+  json.Set("migration_p99_ms", base.p99_ms);
   json.Set("standby_connections", absl::GetFlag(FLAGS_standby_connections));
-  json.Set("violations", bad);
-  json.Set("gave_up", log->gave_up());
+  json.Set("violations", base.violations);
+  json.Set("gave_up", base.gave_up);
+  json.Set("peak_attempts_per_10ms", base.peak);
+  bool ok = base.ok;
+  if (spread_ms > 0) {
+    const int drain_ms = absl::GetFlag(FLAGS_drain_ms);
+    json.Set("spread_ms", spread_ms);
+    json.Set("drain_ms", drain_ms);
+    json.Set("spread_peak_attempts_per_10ms", spread.peak);
+    json.Set(
+        "spread_peak_ratio",
+        base.peak > 0 ? static_cast<double>(spread.peak) / base.peak : -1.0);
+    json.Set("spread_error_ends", spread.error_ends);
+    json.Set("spread_violations", spread.violations);
+    json.Set("spread_gave_up", spread.gave_up);
+    json.Set("spread_last_start_ms", spread.last_start_ms);
+    json.Set("spread_all_delivering_ms", spread.migration_ms);
+    const bool in_time = spread.ok && spread.migration_ms < drain_ms;
+    json.Set("spread_moved_before_deadline", in_time);
+    ok = ok && in_time && spread.error_ends == 0 && spread.ended == 0;
+  }
   json.Print();
-  bool ok = all_moved && bad == 0 && log->gave_up() == 0;
   return ok ? 0 : 1;
 }

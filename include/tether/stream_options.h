@@ -98,11 +98,24 @@ struct ReconnectingStreamOptions {
   // its write stays and the new attempt replays it.
   bool migration_hold_fallback = true;
 
-  // A migration starts after a random delay in [0, this): when one
-  // connection carrying thousands of streams drains, their new attempts are
-  // spread instead of arriving at once. The old attempts keep delivering
-  // meanwhile. Default 0 (move at once); >= 0 and finite.
+  // The spread window of moves off an attempt that still delivers: when its
+  // connection drains (GOAWAY, health NOT_SERVING) or its server sends a
+  // drain notice, the stream starts its replacement at a point drawn once,
+  // uniformly, in [0, this) after the signal, and the old attempt delivers
+  // meanwhile. The streams leaving one server then reach the others as a
+  // ramp (N / window opens a second) instead of all within a few ms. Moves
+  // with nothing left to serve are never spread: a stalled attempt, and an
+  // attempt that ended (a server that cancels before its GOAWAY, a lost
+  // connection) reopen as without it. If the server ends the old attempt
+  // while its move still waits (its drain deadline came first), the move
+  // starts at once. So that every move lands before the server's drain
+  // deadline, pick at most about half of that deadline (gRPC C++
+  // `Shutdown(deadline)`, Kubernetes' `terminationGracePeriodSeconds`).
+  // Set it once for a process in `ClientOptions::streams`. Default 0: move
+  // at once (one client with a few streams moves fastest so);
+  // in [0, kMaxMigrationJitter] (1 min).
   absl::Duration migration_jitter = absl::ZeroDuration();
+  static constexpr absl::Duration kMaxMigrationJitter = absl::Minutes(1);
 
   // An attempt that has stayed open this long without an error, on a
   // connection that is connected (READY), is healthy even if it received

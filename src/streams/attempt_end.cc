@@ -82,6 +82,10 @@ void StreamMachine::OnAttemptDone(const std::shared_ptr<AttemptRec>& rec,
     facts.progressed = rec->progressed;
     facts.has_fallback = old_ != nullptr;
     facts.pushback_stop = rec->pushback.stop;
+    // A server's pushback says when to come back: it is not waived.
+    facts.spread_wait = rec == current_ && SpreadingLocked() &&
+                        (rec->healthy || rec->progressed) &&
+                        !rec->pushback.present;
     ApplyEndLocked(rec, DecideEnd(facts), w);
   }
   Flush(w);
@@ -112,6 +116,11 @@ void StreamMachine::ApplyEndLocked(const std::shared_ptr<AttemptRec>& rec,
       FallBackLocked(w);
       break;
     case Action::kReopen:
+      if (d.at_once) {
+        migration_timer_.Cancel(*clock_);
+        BeginStartLocked(AttemptReason::kMigration, w);
+        return;
+      }
       if (!d.after_progress && !rec->healthy && !rec->pushback.present &&
           !(d.unless_starting && starting_) &&
           BackToScheduleLocked(rec->hinted_due, rec->end_status, w)) {

@@ -52,6 +52,7 @@ EndDecision DecideEnd(const EndFacts& f) {
   }
   d.action = Action::kReopen;
   d.after_progress = f.progressed;
+  d.at_once = f.spread_wait && f.cls == EndClass::kDrain;
   return d;
 }
 

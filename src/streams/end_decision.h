@@ -35,6 +35,9 @@ struct EndFacts {
   // runs (the stream can fall back to it).
   bool has_fallback = false;
   bool pushback_stop = false;  // the server's trailers ask for no retry
+  // A move off this attempt was waiting in the spread window
+  // (`migration_jitter`), and the attempt had proved healthy.
+  bool spread_wait = false;
 };
 
 struct EndDecision {
@@ -68,6 +71,11 @@ struct EndDecision {
   // stream's own cancels (stalls, moves) and reopens after progress take
   // nothing.
   bool spends_retry = false;
+  // kReopen: start the next attempt now, with no delay and no failure
+  // counted. The server ended, as a drain, an attempt whose move was
+  // waiting in the spread window: the move it waited for starts at once,
+  // and the window adds no stall.
+  bool at_once = false;
 };
 
 // The rules, in order: nothing once the stream's end is decided; a callback
@@ -75,7 +83,8 @@ struct EndDecision {
 // resync resyncs; a fallback's end leaves its replacement alone; a retiring
 // attempt's end is nothing; the stream's own cancel reopens at once; the
 // classifier's kOk ends the stream OK, kPermanent and a pushback of "no
-// retry" end it with the status; a replacement's failure falls back; else
+// retry" end it with the status; a replacement's failure falls back; a
+// drain that ends an attempt whose spread move waits reopens at once; else
 // the stream reopens after progress or after a failure.
 EndDecision DecideEnd(const EndFacts& facts);
 

@@ -312,14 +312,22 @@ class StreamMachine final : public StreamCore,
 
   // --- Migration -----------------------------------------------------------
 
-  // Moves off a draining connection, make before break. `now`: the jitter
-  // (if any) has been waited out.
+  // Moves off a draining connection, make before break. `now`: the spread
+  // (if any) has been waited out. Without `now`, a move off an attempt that
+  // still delivers (its connection drains, or its server sent a notice)
+  // waits for a point drawn in [0, `migration_jitter`); a stalled attempt
+  // serves nothing and moves at once.
   void MaybeMigrateLocked(bool now, Work& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  // Arms the migration timer for a move that is not spread (a retry, a
+  // backoff, the notice pace).
   void ArmMigrationTimerLocked(absl::Duration delay)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   void OnMigrationTimerLocked(Work& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Whether a move waits in the spread window (see `EndFacts::spread_wait`).
+  bool SpreadingLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // The replacement did not deliver within `migration_handoff_timeout`:
   // it takes over anyway.
@@ -380,9 +388,8 @@ class StreamMachine final : public StreamCore,
                     const absl::optional<Position>& pos,
                     const absl::optional<std::string>& cursor,
                     absl::optional<std::uint64_t> trimmed_at, void* response,
-                    const AckMatch& ack,
-                    absl::optional<std::uint64_t>* trim_at, Work& w)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                    const AckMatch& ack, absl::optional<std::uint64_t>* trim_at,
+                    Work& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // A bidi response that passed the position rules is about to be queued:
   // the outbox takes out the write it acknowledges. False when it repeats an
@@ -555,6 +562,9 @@ class StreamMachine final : public StreamCore,
   bool starting_ ABSL_GUARDED_BY(mu_) = false;
   // The start in flight is a move that resumes (see ShouldHoldLocked).
   bool start_is_move_ ABSL_GUARDED_BY(mu_) = false;
+  // The migration timer waits out the spread (`migration_jitter`), not a
+  // retry, a backoff or the notice pace.
+  bool spreading_ ABSL_GUARDED_BY(mu_) = false;
   std::unique_ptr<Held> held_ ABSL_GUARDED_BY(mu_);
   std::vector<std::uint64_t> drained_during_start_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<AttemptRec> current_ ABSL_GUARDED_BY(mu_);

@@ -22,9 +22,12 @@ void StreamMachine::MaybeMigrateLocked(bool now, Work& w) {
   }
   if (!now) {
     if (migration_timer_.armed()) return;  // a move is already scheduled
-    if (migration_jitter_ > absl::ZeroDuration()) {
-      // Spread the moves of many streams leaving one connection.
+    if (migration_jitter_ > absl::ZeroDuration() && !current_->stalled) {
+      // Spread the moves of many streams leaving one connection: this one
+      // starts at a point of the window drawn once, and its attempt keeps
+      // delivering meanwhile.
       ArmMigrationTimerLocked(gen_.Below(migration_jitter_));
+      spreading_ = true;
       return;
     }
   }
@@ -32,11 +35,17 @@ void StreamMachine::MaybeMigrateLocked(bool now, Work& w) {
 }
 
 void StreamMachine::ArmMigrationTimerLocked(absl::Duration delay) {
+  spreading_ = false;
   ArmLocked(migration_timer_, delay, &StreamMachine::OnMigrationTimerLocked);
 }
 
 void StreamMachine::OnMigrationTimerLocked(Work& w) {
+  spreading_ = false;
   MaybeMigrateLocked(/*now=*/true, w);
+}
+
+bool StreamMachine::SpreadingLocked() const {
+  return spreading_ && migration_timer_.armed();
 }
 
 void StreamMachine::OnHandoffTimerLocked(Work& w) {
@@ -93,9 +102,8 @@ void StreamMachine::ReleaseHoldLocked(Work& w) {
     return;
   }
   absl::optional<std::uint64_t> trim_at;
-  const bool more =
-      AcceptLocked(rec, held->pos, absl::nullopt, absl::nullopt,
-                   held->message.get(), held->ack, &trim_at, w);
+  const bool more = AcceptLocked(rec, held->pos, absl::nullopt, absl::nullopt,
+                                 held->message.get(), held->ack, &trim_at, w);
   DisposeLater(std::move(held), w);
   if (!more || !rec->running()) return;
   if (rec->handle) {

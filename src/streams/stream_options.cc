@@ -25,64 +25,73 @@ ReconnectingStreamOptions& ReconnectingStreamOptions::operator=(
 absl::Status Validate(const ReconnectingStreamOptions& o) {
   if (o.reopen_after_progress_jitter < absl::ZeroDuration() ||
       o.reopen_after_progress_jitter == absl::InfiniteDuration()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "reopen_after_progress_jitter must be finite and >= 0, got ",
-        absl::FormatDuration(o.reopen_after_progress_jitter)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("ReconnectingStreamOptions.reopen_after_progress_jitter "
+                     "must be finite and >= 0, got ",
+                     absl::FormatDuration(o.reopen_after_progress_jitter)));
   }
   if (o.max_attempts_without_progress < 1) {
     return absl::InvalidArgumentError(
-        absl::StrCat("max_attempts_without_progress must be >= 1, got ",
+        absl::StrCat("ReconnectingStreamOptions.max_attempts_without_progress "
+                     "must be >= 1, got ",
                      o.max_attempts_without_progress));
   }
   if (o.max_time_without_progress <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "max_time_without_progress must be > 0 (or InfiniteDuration), got ",
-        absl::FormatDuration(o.max_time_without_progress)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("ReconnectingStreamOptions.max_time_without_progress must "
+                     "be > 0 (or InfiniteDuration), got ",
+                     absl::FormatDuration(o.max_time_without_progress)));
   }
   if (o.migration_handoff_timeout <= absl::ZeroDuration() ||
       o.migration_handoff_timeout == absl::InfiniteDuration()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("migration_handoff_timeout must be finite and > 0, got ",
+        absl::StrCat("ReconnectingStreamOptions.migration_handoff_timeout must "
+                     "be finite and > 0, got ",
                      absl::FormatDuration(o.migration_handoff_timeout)));
   }
   if (o.migration_jitter < absl::ZeroDuration() ||
-      o.migration_jitter == absl::InfiniteDuration()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("migration_jitter must be finite and >= 0, got ",
-                     absl::FormatDuration(o.migration_jitter)));
+      o.migration_jitter > ReconnectingStreamOptions::kMaxMigrationJitter) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ReconnectingStreamOptions.migration_jitter must be in [0, ",
+        absl::FormatDuration(ReconnectingStreamOptions::kMaxMigrationJitter),
+        "], got ", absl::FormatDuration(o.migration_jitter)));
   }
   if (o.attempt_settle_time <= absl::ZeroDuration() ||
       o.attempt_settle_time > absl::Hours(1)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("attempt_settle_time must be > 0 and <= 1h, got ",
+        absl::StrCat("ReconnectingStreamOptions.attempt_settle_time must be > "
+                     "0 and <= 1h, got ",
                      absl::FormatDuration(o.attempt_settle_time)));
   }
   if (o.stall_timeout != absl::ZeroDuration() &&
       (o.stall_timeout < absl::Milliseconds(1) ||
        o.stall_timeout > absl::Hours(24))) {
     return absl::InvalidArgumentError(
-        absl::StrCat("stall_timeout must be 0 (off) or in [1ms, 24h], got ",
+        absl::StrCat("ReconnectingStreamOptions.stall_timeout must be 0 (off) "
+                     "or in [1ms, 24h], got ",
                      absl::FormatDuration(o.stall_timeout)));
   }
   if (o.attempt_open_timeout <= absl::ZeroDuration() ||
       o.attempt_open_timeout > absl::Hours(1)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("attempt_open_timeout must be > 0 and <= 1h, got ",
+        absl::StrCat("ReconnectingStreamOptions.attempt_open_timeout must be > "
+                     "0 and <= 1h, got ",
                      absl::FormatDuration(o.attempt_open_timeout)));
   }
   if (o.recovery_jitter < absl::ZeroDuration() ||
       o.recovery_jitter > absl::Seconds(10)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("recovery_jitter must be in [0, 10s], got ",
-                     absl::FormatDuration(o.recovery_jitter)));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ReconnectingStreamOptions.recovery_jitter must be in [0, 10s], got ",
+        absl::FormatDuration(o.recovery_jitter)));
   }
   if (o.max_outbox < 1 || o.max_outbox > (std::size_t{1} << 20)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("max_outbox must be in [1, 1048576], got ", o.max_outbox));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ReconnectingStreamOptions.max_outbox must be in [1, 1048576], got ",
+        o.max_outbox));
   }
   if (o.max_buffered_messages < 1) {
     return absl::InvalidArgumentError(
-        "max_buffered_messages must be >= 1, got 0");
+        "ReconnectingStreamOptions.max_buffered_messages must be >= 1, got 0");
   }
   return absl::OkStatus();
 }

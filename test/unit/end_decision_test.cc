@@ -124,6 +124,23 @@ TEST(DecideEndTest, OnlyATransientEndWithoutProgressSpendsARetry) {
   EXPECT_FALSE(DecideEnd(ours).spends_retry);
 }
 
+TEST(DecideEndTest, ADrainEndingASpreadWaitReopensAtOnce) {
+  EndFacts f = Failed(EndClass::kDrain);
+  EXPECT_FALSE(DecideEnd(f).at_once);
+  f.spread_wait = true;
+  EndDecision d = DecideEnd(f);
+  EXPECT_EQ(d.action, Action::kReopen);
+  EXPECT_TRUE(d.at_once);
+  // A failure in the window is a failure; a permanent end still ends.
+  EXPECT_FALSE(DecideEnd(Failed(EndClass::kTransient)).at_once);
+  EndFacts transient = Failed(EndClass::kTransient);
+  transient.spread_wait = true;
+  EXPECT_FALSE(DecideEnd(transient).at_once);
+  EndFacts permanent = Failed(EndClass::kPermanent);
+  permanent.spread_wait = true;
+  EXPECT_EQ(DecideEnd(permanent).action, Action::kEnd);
+}
+
 const absl::Time kNow = absl::UnixEpoch() + absl::Hours(1);
 
 TEST(WithPushbackTest, ReplacesTheDelayWithinTheBound) {

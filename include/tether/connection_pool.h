@@ -18,12 +18,13 @@
 #include "tether/clock.h"
 #include "tether/endpoints.h"
 #include "tether/transport.h"
+#include "tether/internal/visibility.h"
 
 namespace tether {
 
 namespace internal {
-class PoolCore;
-class GrpcConnectionDriver;
+class TETHER_HIDDEN_TYPE PoolCore;
+class TETHER_HIDDEN_TYPE GrpcConnectionDriver;
 }  // namespace internal
 
 // Receives a pool's connection events, for metrics and logs.
@@ -405,7 +406,7 @@ struct EndpointStats {
 //   auto pick = (*pool)->Pick(my_listener);   // pick->channel is a Channel
 //   ...
 //   (*pool)->Release(pick->connection_id, my_listener);
-class ConnectionPool final : public ConnectionSource {
+class TETHER_API ConnectionPool final : public ConnectionSource {
  public:
   // Validates `options`, opens the first connection(s) and starts watching.
   static absl::StatusOr<std::shared_ptr<ConnectionPool>> Create(

@@ -16,11 +16,12 @@
 #include "tether/clock.h"
 #include "tether/connection_pool.h"
 #include "tether/internal/mutex.h"
+#include "tether/internal/visibility.h"
 #include "tether/observer.h"
 
 namespace tether {
 namespace internal {
-struct LogLine;
+struct TETHER_HIDDEN_TYPE LogLine;
 }  // namespace internal
 
 enum class LogSeverity { kInfo, kWarning, kError };

@@ -10,6 +10,9 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
+#include "tether/internal/visibility.h"
+
+TETHER_BEGIN_HIDDEN
 namespace tether {
 namespace internal {
 
@@ -33,5 +36,6 @@ absl::StatusOr<DnsAnswer> LookUpHost(const std::string& host,
 
 }  // namespace internal
 }  // namespace tether
+TETHER_END_HIDDEN
 
 #endif  // TETHER_SRC_CONNECTIONS_DNS_LOOKUP_H_

@@ -19,7 +19,9 @@
 #include "grpcpp/security/credentials.h"
 #include "tether/connection_pool.h"
 #include "tether/internal/mutex.h"
+#include "tether/internal/visibility.h"
 
+TETHER_BEGIN_HIDDEN
 namespace tether {
 namespace internal {
 
@@ -117,5 +119,6 @@ class GrpcConnectionDriver final
 
 }  // namespace internal
 }  // namespace tether
+TETHER_END_HIDDEN
 
 #endif  // TETHER_SRC_CONNECTIONS_GRPC_CONNECTION_DRIVER_H_

@@ -14,8 +14,10 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "tether/endpoints.h"
+#include "tether/internal/visibility.h"
 #include "tether/resolved_endpoints.h"
 
+TETHER_BEGIN_HIDDEN
 namespace tether {
 namespace internal {
 
@@ -41,5 +43,6 @@ std::shared_ptr<EndpointSource> NewPolledSource(
 
 }  // namespace internal
 }  // namespace tether
+TETHER_END_HIDDEN
 
 #endif  // TETHER_SRC_CONNECTIONS_POLLED_ENDPOINTS_H_

@@ -33,8 +33,10 @@
 #include "tether/endpoints.h"
 #include "tether/internal/deferred.h"
 #include "tether/internal/mutex.h"
+#include "tether/internal/visibility.h"
 #include "tether/transport.h"
 
+TETHER_BEGIN_HIDDEN
 namespace tether {
 namespace internal {
 
@@ -400,5 +402,6 @@ class PoolCore final : public ConnectionSource,
 
 }  // namespace internal
 }  // namespace tether
+TETHER_END_HIDDEN
 
 #endif  // TETHER_SRC_CONNECTIONS_POOL_CORE_H_

@@ -7,8 +7,10 @@
 #include <algorithm>
 
 #include "absl/time/time.h"
+#include "tether/internal/visibility.h"
 #include "tether/resolved_endpoints.h"
 
+TETHER_BEGIN_HIDDEN
 namespace tether {
 namespace internal {
 
@@ -74,5 +76,6 @@ class ResolveSchedule {
 
 }  // namespace internal
 }  // namespace tether
+TETHER_END_HIDDEN
 
 #endif  // TETHER_SRC_CONNECTIONS_RESOLVE_SCHEDULE_H_

@@ -11,7 +11,9 @@
 #include "absl/base/thread_annotations.h"
 #include "tether/internal/compact_fifo.h"
 #include "tether/internal/mutex.h"
+#include "tether/internal/visibility.h"
 
+TETHER_BEGIN_HIDDEN
 namespace tether {
 namespace internal {
 
@@ -66,5 +68,6 @@ class SerialCalls {
 
 }  // namespace internal
 }  // namespace tether
+TETHER_END_HIDDEN
 
 #endif  // TETHER_SRC_CONNECTIONS_SERIAL_CALLS_H_

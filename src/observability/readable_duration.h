@@ -7,6 +7,9 @@
 
 #include "absl/time/time.h"
 
+#include "tether/internal/visibility.h"
+
+TETHER_BEGIN_HIDDEN
 namespace tether {
 namespace internal {
 
@@ -18,5 +21,6 @@ std::string ReadableDuration(absl::Duration d);
 
 }  // namespace internal
 }  // namespace tether
+TETHER_END_HIDDEN
 
 #endif  // TETHER_SRC_OBSERVABILITY_READABLE_DURATION_H_

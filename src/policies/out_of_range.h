@@ -7,6 +7,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 
+#include "tether/internal/visibility.h"
+
+TETHER_BEGIN_HIDDEN
 namespace tether {
 namespace internal {
 
@@ -20,5 +23,6 @@ inline absl::Status OutOfRange(absl::string_view options,
 
 }  // namespace internal
 }  // namespace tether
+TETHER_END_HIDDEN
 
 #endif  // TETHER_SRC_POLICIES_OUT_OF_RANGE_H_

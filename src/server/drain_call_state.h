@@ -15,8 +15,10 @@
 #include "absl/types/optional.h"
 #include "grpcpp/support/status.h"
 #include "tether/internal/mutex.h"
+#include "tether/internal/visibility.h"
 #include "tether/server/drain_call.h"
 
+TETHER_BEGIN_HIDDEN
 namespace tether {
 namespace internal {
 
@@ -80,5 +82,6 @@ class DrainCallState {
 
 }  // namespace internal
 }  // namespace tether
+TETHER_END_HIDDEN
 
 #endif  // TETHER_SRC_SERVER_DRAIN_CALL_STATE_H_

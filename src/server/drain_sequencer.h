@@ -29,9 +29,11 @@
 #include "tether/clock.h"
 #include "tether/internal/deferred.h"
 #include "tether/internal/mutex.h"
+#include "tether/internal/visibility.h"
 #include "tether/server/drain_call.h"
 #include "tether/server/drain_options.h"
 
+TETHER_BEGIN_HIDDEN
 namespace tether {
 namespace internal {
 
@@ -156,5 +158,6 @@ class DrainSequencer final
 
 }  // namespace internal
 }  // namespace tether
+TETHER_END_HIDDEN
 
 #endif  // TETHER_SRC_SERVER_DRAIN_SEQUENCER_H_

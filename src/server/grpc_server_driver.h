@@ -14,6 +14,9 @@
 #include "grpcpp/server.h"
 #include "server/drain_sequencer.h"
 
+#include "tether/internal/visibility.h"
+
+TETHER_BEGIN_HIDDEN
 namespace tether {
 namespace internal {
 
@@ -46,5 +49,6 @@ class GrpcServerDriver final : public ServerDriver {
 
 }  // namespace internal
 }  // namespace tether
+TETHER_END_HIDDEN
 
 #endif  // TETHER_SRC_SERVER_GRPC_SERVER_DRIVER_H_

@@ -13,7 +13,9 @@
 
 #include "absl/types/optional.h"
 #include "tether/internal/compact_fifo.h"
+#include "tether/internal/visibility.h"
 
+TETHER_BEGIN_HIDDEN
 namespace tether {
 namespace internal {
 
@@ -86,5 +88,6 @@ class CursorReplay {
 
 }  // namespace internal
 }  // namespace tether
+TETHER_END_HIDDEN
 
 #endif  // TETHER_SRC_STREAMS_CURSOR_REPLAY_H_

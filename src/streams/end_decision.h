@@ -7,7 +7,9 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "tether/classification.h"
+#include "tether/internal/visibility.h"
 
+TETHER_BEGIN_HIDDEN
 namespace tether {
 namespace internal {
 
@@ -101,5 +103,6 @@ absl::StatusOr<absl::Duration> WithPushback(
 
 }  // namespace internal
 }  // namespace tether
+TETHER_END_HIDDEN
 
 #endif  // TETHER_SRC_STREAMS_END_DECISION_H_

@@ -5,6 +5,9 @@
 
 #include "absl/time/time.h"
 
+#include "tether/internal/visibility.h"
+
+TETHER_BEGIN_HIDDEN
 namespace tether {
 namespace internal {
 
@@ -43,5 +46,6 @@ class NoticePace {
 
 }  // namespace internal
 }  // namespace tether
+TETHER_END_HIDDEN
 
 #endif  // TETHER_SRC_STREAMS_NOTICE_PACE_H_

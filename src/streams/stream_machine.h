@@ -44,6 +44,7 @@
 #include "tether/internal/reopen_budget.h"
 #include "tether/internal/stream_core.h"
 #include "tether/internal/stream_random.h"
+#include "tether/internal/visibility.h"
 #include "tether/observer.h"
 #include "tether/position.h"
 #include "tether/resync_pool.h"
@@ -51,6 +52,7 @@
 #include "tether/transport.h"
 #include "time/timer_slot.h"
 
+TETHER_BEGIN_HIDDEN
 namespace tether {
 namespace internal {
 
@@ -585,5 +587,6 @@ class StreamMachine final : public StreamCore,
 
 }  // namespace internal
 }  // namespace tether
+TETHER_END_HIDDEN
 
 #endif  // TETHER_SRC_STREAMS_STREAM_MACHINE_H_

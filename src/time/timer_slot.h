@@ -12,7 +12,9 @@
 
 #include "absl/time/time.h"
 #include "tether/clock.h"
+#include "tether/internal/visibility.h"
 
+TETHER_BEGIN_HIDDEN
 namespace tether {
 namespace internal {
 
@@ -83,5 +85,6 @@ class TimerSlot {
 
 }  // namespace internal
 }  // namespace tether
+TETHER_END_HIDDEN
 
 #endif  // TETHER_SRC_TIME_TIMER_SLOT_H_

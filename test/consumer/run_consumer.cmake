@@ -194,20 +194,40 @@ if(MODE STREQUAL "shared")
     message(FATAL_ERROR "run_consumer: consumer does not need libtether.so")
   endif()
   # Exported: namespace tether only (not abseil's, gRPC's or the standard
-  # library's inline code, nor the private health-check messages).
-  execute_process(COMMAND "${NM}" -DC --defined-only "${libtether}"
+  # library's inline code, nor the private health-check messages), judged
+  # by mangled name: "_ZN6tether...", "_ZTVN6tether...", thunks, guards.
+  # And of tether::internal only what the public headers declare (the
+  # templates users instantiate call into it), nothing declared under src/.
+  file(GLOB_RECURSE public_headers "${TETHER_SOURCE_DIR}/include/*.h")
+  set(public_text "")
+  foreach(header IN LISTS public_headers)
+    file(READ "${header}" text)
+    string(APPEND public_text "${text}")
+  endforeach()
+  execute_process(COMMAND "${NM}" -D --defined-only "${libtether}"
                   OUTPUT_VARIABLE exported)
   string(REPLACE "\n" ";" exported "${exported}")
+  set(head "^_Z(Z?N[KRO]*|T[VISTHW]N|GVZ?N[KRO]*|T[hv][0-9n_]+N[KRO]*)")
   set(foreign 0)
   set(tether_symbols 0)
+  set(private_names "")
   foreach(line IN LISTS exported)
     if(NOT line MATCHES "^[0-9a-f]+ [A-Za-z] (.*)$")
       continue()
     endif()
     set(name "${CMAKE_MATCH_1}")
-    string(REGEX REPLACE "^(typeinfo name for |typeinfo for |vtable for |VTT for |construction vtable for |non-virtual thunk to |virtual thunk to |covariant return thunk to |guard variable for |TLS init function for |TLS wrapper function for )" "" name "${name}")
-    if(name MATCHES "^tether::" AND NOT name MATCHES "^tether::internal::health::")
+    if(name MATCHES "${head}6tether8internal6health")
+      math(EXPR foreign "${foreign} + 1")
+      message(STATUS "run_consumer: libtether exports ${name}")
+    elseif(name MATCHES "${head}6tether")
       math(EXPR tether_symbols "${tether_symbols} + 1")
+      if(name MATCHES "${head}6tether8internal([0-9]+)(.*)$")
+        string(SUBSTRING "${CMAKE_MATCH_3}" 0 ${CMAKE_MATCH_2} part)
+        if(NOT public_text MATCHES "(class|struct|using|enum class) ${part}[^;A-Za-z0-9_]"
+           AND NOT public_text MATCHES "[ *&]${part}\\(")
+          list(APPEND private_names "${part}")
+        endif()
+      endif()
     elseif(NOT name MATCHES "^_init$|^_fini$")
       math(EXPR foreign "${foreign} + 1")
       if(foreign LESS 10)
@@ -218,6 +238,11 @@ if(MODE STREQUAL "shared")
   if(foreign GREATER 0 OR tether_symbols EQUAL 0)
     message(FATAL_ERROR "run_consumer: libtether exports ${foreign} symbols "
                         "outside namespace tether (${tether_symbols} inside)")
+  endif()
+  if(private_names)
+    list(REMOVE_DUPLICATES private_names)
+    message(FATAL_ERROR "run_consumer: libtether exports tether::internal "
+                        "parts that no public header declares: ${private_names}")
   endif()
   message(STATUS "run_consumer: libtether exports ${tether_symbols} symbols, "
                  "all in namespace tether")

@@ -33,6 +33,7 @@
 #include "tether/position.h"
 #include "tether/stream_options.h"
 #include "tether/transport.h"
+#include "tether/internal/visibility.h"
 
 namespace tether {
 namespace internal {
@@ -109,14 +110,14 @@ struct StreamHooks {
 };
 
 class StreamCore;
-struct AttemptRecord;  // one attempt, as the machine sees it (stream_machine.h)
+struct TETHER_HIDDEN_TYPE AttemptRecord;  // one attempt, as the machine sees it (stream_machine.h)
 
 // The core's side of one attempt: what a typed `AttemptListener` forwards
 // to. Same contract as `AttemptListener` (one call at a time, `OnEnd` once,
 // last). Keeps the stream alive until the attempt drops its listener: the
 // attempt decides on which thread that last release happens (never a gRPC
 // callback thread; see GrpcReadPump::OnDone).
-class AttemptSink final {
+class TETHER_API AttemptSink final {
  public:
   AttemptSink(std::shared_ptr<StreamCore> core,
               std::shared_ptr<AttemptRecord> rec);

@@ -9,11 +9,13 @@
 #include "absl/types/optional.h"
 #include "grpcpp/support/status.h"
 
+#include "tether/internal/visibility.h"
+
 namespace tether {
 
 namespace internal {
-class DrainCallState;
-class DrainSequencer;
+class TETHER_HIDDEN_TYPE DrainCallState;
+class TETHER_HIDDEN_TYPE DrainSequencer;
 }  // namespace internal
 
 namespace server {
@@ -67,7 +69,7 @@ struct DrainHooks {
 // not wait. No hook runs after it. A `DrainCall` may outlive its controller.
 //
 // Thread safety: every method may be called from any thread.
-class DrainCall {
+class TETHER_API DrainCall {
  public:
   ~DrainCall();
   DrainCall(const DrainCall&) = delete;

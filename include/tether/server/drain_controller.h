@@ -10,11 +10,12 @@
 #include "grpcpp/server.h"
 #include "tether/server/drain_call.h"
 #include "tether/server/drain_options.h"
+#include "tether/internal/visibility.h"
 
 namespace tether {
 
 namespace internal {
-class DrainSequencer;
+class TETHER_HIDDEN_TYPE DrainSequencer;
 }  // namespace internal
 
 namespace server {
@@ -61,7 +62,7 @@ namespace server {
 // behaviour in gRPC, so end the process without destroying it
 // (`std::_Exit`). Destroying the controller before a drain ends stops the
 // drain where it is (no later step runs).
-class DrainController {
+class TETHER_API DrainController {
  public:
   // Fails with INVALID_ARGUMENT for invalid options or a null server.
   static absl::StatusOr<std::unique_ptr<DrainController>> Create(

@@ -8,10 +8,11 @@
 
 #include "absl/status/statusor.h"
 #include "tether/clock.h"
+#include "tether/internal/visibility.h"
 
 namespace tether {
 namespace internal {
-class StreamMachine;
+class TETHER_HIDDEN_TYPE StreamMachine;
 }  // namespace internal
 
 struct ResyncPoolOptions {

@@ -17,6 +17,7 @@
 #include "tether/transport.h"
 
 namespace tether {
+namespace fake_transport_test {
 namespace {
 
 using fakes::CancelMode;
@@ -228,4 +229,5 @@ TEST_F(FakeCancelTest, AttemptOutlivedByItsTimerIsHarmless) {
 }
 
 }  // namespace
+}  // namespace fake_transport_test
 }  // namespace tether

@@ -25,6 +25,7 @@
 #include "tether/testing/matchers.h"
 
 namespace tether {
+namespace mocks_test {
 namespace {
 
 using ::testing::_;
@@ -490,4 +491,5 @@ TEST(MockConnectionObserverTest, IsAConnectionObserver) {
 }
 
 }  // namespace
+}  // namespace mocks_test
 }  // namespace tether

@@ -11,6 +11,20 @@
 namespace tether {
 namespace internal {
 
+namespace mutex_detail {
+inline int& Held() {
+  static thread_local int held = 0;
+  return held;
+}
+}  // namespace mutex_detail
+
+// How many tether `Mutex`es the calling thread holds now. Tether calls user
+// code (observers, callbacks, sinks) and may call a `Clock` with or without
+// its locks held; a test double that runs other work re-entrantly (the
+// simulator's clock, standing for another thread) may do so only where this
+// is 0, since running tether code under one of its own locks would deadlock.
+inline int LocksHeldByThisThread() { return mutex_detail::Held(); }
+
 // An `absl::Mutex` for tether's own state, checked by clang's
 // `-Wthread-safety` (use `ABSL_GUARDED_BY(mu_)` on the fields it guards and
 // `ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_)` on `...Locked` methods).
@@ -31,8 +45,10 @@ class ABSL_LOCKABLE Mutex {
   void Lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() {
     mu_.Lock();
     TakeOver(this);
+    ++mutex_detail::Held();
   }
   void Unlock() ABSL_UNLOCK_FUNCTION() {
+    --mutex_detail::Held();
     HandOff(this);
     mu_.Unlock();
   }

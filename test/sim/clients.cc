@@ -8,6 +8,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "test/sim/tee_observers.h"
 
 namespace tether {
 namespace sim {
@@ -195,8 +196,14 @@ absl::Status Client::StartChecked(typename StreamT::Spec spec,
 }
 
 bool Client::Start() {
-  options_.observer =
+  // The simulation's tracer first, then the app's own observer, if any.
+  auto tracer =
       std::make_shared<Tracer>(world_, *this, Name(), app_.slow_observer);
+  if (options_.observer) {
+    options_.observer = std::make_shared<StreamTee>(tracer, options_.observer);
+  } else {
+    options_.observer = tracer;
+  }
   deliver_progress_ =
       kind_ == StreamKind::kSparse && world_.rng().Chance(0.5);
   auto on_violation = [this](const std::string& what) {
@@ -407,6 +414,7 @@ void Client::Destroy() {
   destroyed_ = true;
   stream_.reset();
   bidi_.reset();
+  options_.observer.reset();  // the app lets go of its observer too
   if (checker_) checker_->StreamDestroyed();
   if (bidi_checker_) bidi_checker_->StreamDestroyed();
 }

@@ -71,6 +71,8 @@ struct AppBehavior {
 // has everything the log had.
 class Client {
  public:
+  // `options.observer`, if set, is the app's own observer (a logger); the
+  // stream tells it after the simulation's tracer.
   Client(World& world, Network& network,
          std::shared_ptr<ConnectionSource> source, Feed& feed, StreamKind kind,
          AppBehavior app, ReconnectingStreamOptions options);

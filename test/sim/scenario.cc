@@ -15,7 +15,11 @@
 #include "connections/pool_core.h"
 #include "tether/circuit_breaker.h"
 #include "tether/connection_pool.h"
+#include "tether/logging.h"
 #include "tether/resync_pool.h"
+#include "test/sim/log_check.h"
+#include "test/sim/preempting_clock.h"
+#include "test/sim/tee_observers.h"
 
 namespace tether {
 namespace sim {
@@ -92,7 +96,12 @@ std::string Scenario::Describe() const {
                      : "",
       outage ? absl::StrCat(", outage of ", absl::FormatDuration(outage_length),
                             " at ", absl::FormatDuration(outage_at))
-             : "");
+             : "",
+      log_lines > 0
+          ? absl::StrCat(", logging ", log_lines, " lines a kind per ",
+                         absl::FormatDuration(log_window))
+          : "",
+      preempt > 0 ? absl::StrCat(", preemption ", preempt) : "");
 }
 
 Scenario Draw(std::uint64_t seed, const Overrides& o) {
@@ -159,6 +168,17 @@ Scenario Draw(std::uint64_t seed, const Overrides& o) {
   // after the observer returns, and other events (a drain of the
   // connection that attempt landed on) run meanwhile.
   if (more.Chance(0.5)) s.app.slow_observer = std::max(s.app.slow_observer, 0.3);
+  // An app that logs, with a rate limit small enough that rollouts hit it,
+  // and a logger that may be preempted between its lock and its clock.
+  // From a source of its own, seeded by a mixed value (seeds next to each
+  // other would otherwise draw shifted copies of one sequence).
+  Rng logging(Rng(seed + 0x10c).Next());
+  if (logging.Chance(0.5)) {
+    s.log_lines = static_cast<int>(logging.Between(1, 3));
+    s.log_window =
+        logging.Between(absl::Milliseconds(1), absl::Milliseconds(50));
+    s.preempt = logging.Chance(0.8) ? 0.1 + 0.5 * logging.Unit() : 0;
+  }
   if (o.streams) s.streams = *o.streams;
   if (o.length) s.length = *o.length;
   if (o.topology) s.topology = *o.topology;
@@ -179,6 +199,8 @@ Scenario Draw(std::uint64_t seed, const Overrides& o) {
     s.rollout_batch = 1;
     s.app.write_burst = 0;
     s.app.slow_observer = s.slow_start;
+    s.log_lines = 0;
+    s.preempt = 0;
   }
   return s;
 }
@@ -250,6 +272,11 @@ class Runner {
     po.breaker = breaker_;
     auto watch = std::make_shared<PoolWatch>(world_);
     po.observer = watch;
+    if (s_.log_lines > 0) {
+      if (!StartLogging()) return false;
+      pool_log_ = std::make_shared<ConnectionTee>(watch, log_);
+      po.observer = pool_log_;
+    }
     absl::Status valid = Validate(po);
     if (!valid.ok()) {
       world_.Fail(absl::StrCat("pool options: ", valid.ToString()));
@@ -303,6 +330,7 @@ class Runner {
       so.breaker = breaker_;
       so.max_outbox = s_.max_outbox;
       so.resync_pool = resyncs;
+      if (log_) so.observer = log_->ForStream(absl::StrCat("s", i));
       auto client = std::make_unique<Client>(world_, *network_, source_,
                                              *feed, kind, s_.app, so);
       feeds_.push_back(std::move(feed));
@@ -312,6 +340,53 @@ class Runner {
       if (!c->Start()) return false;
     }
     return true;
+  }
+
+  // The app's logger: its lines go to a `LogCheck`, its clock is one of
+  // preemption points (with its own random source, so that the world's
+  // draws stay as they were).
+  bool StartLogging() {
+    PreemptingClock::Options co;
+    co.chance = s_.preempt;
+    co.user = "the logger";
+    log_clock_ = std::make_shared<PreemptingClock>(
+        world_, Rng(s_.seed + 0x9c1).Next(), co);
+    log_check_ = std::make_shared<LogCheck>(world_, s_.log_lines,
+                                            s_.log_window);
+    LoggingOptions lo;
+    lo.sink = log_check_;
+    lo.clock = log_clock_;
+    lo.max_lines_per_window = s_.log_lines;
+    lo.rate_window = s_.log_window;
+    absl::StatusOr<std::shared_ptr<LoggingObserver>> log =
+        LoggingObserver::Create(lo);
+    if (!log.ok()) {
+      world_.Fail(absl::StrCat("logging: ", log.status().ToString()));
+      return false;
+    }
+    log_ = *std::move(log);
+    return true;
+  }
+
+  // Once every stream is gone and the pool lets go of it, the logger is
+  // destroyed: every summary timer it armed has run or is cancelled (a
+  // timer it lost track of would fire later, into nothing).
+  void StopLogging() {
+    if (!log_) return;
+    pool_log_->DropSecond();
+    std::weak_ptr<LoggingObserver> held = log_;
+    log_.reset();
+    if (!held.expired()) {
+      world_.Fail("logging: the LoggingObserver is still held after every "
+                  "stream was destroyed and the pool let go of it");
+      return;
+    }
+    if (log_clock_->pending() != 0) {
+      world_.Fail(absl::StrCat(
+          "logging: ", log_clock_->pending(),
+          " summary timers still armed after the LoggingObserver was "
+          "destroyed (armed, and lost track of)"));
+    }
   }
 
   void Schedule() {
@@ -655,6 +730,8 @@ class Runner {
     }
     core_->Shutdown();
     source_->Flush();
+    StopLogging();
+    if (world_.failed()) return;
     simulated_ = world_.Elapsed();
     RunUntil(world_.Now() + absl::Hours(2));
     const std::size_t timers = world_.clock()->PendingTimers();
@@ -673,6 +750,10 @@ class Runner {
   std::shared_ptr<internal::PoolCore> core_;
   std::shared_ptr<SimSource> source_;
   std::shared_ptr<ResyncPool> resyncs_;
+  std::shared_ptr<PreemptingClock> log_clock_;
+  std::shared_ptr<LogCheck> log_check_;
+  std::shared_ptr<LoggingObserver> log_;
+  std::shared_ptr<ConnectionTee> pool_log_;
   std::vector<std::unique_ptr<Feed>> feeds_;
   std::vector<std::unique_ptr<Client>> clients_;
   bool healing_ = false;

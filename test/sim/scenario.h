@@ -79,6 +79,16 @@ struct Scenario {
   // listing holds one until it answers (a hung one, for a long while);
   // more resyncs than workers wait.
   int resync_workers = 8;
+  // The app logs through a `LoggingObserver` (every stream's lines and the
+  // pool's) whose sink checks the storm control: at most `log_lines` lines
+  // of an event kind per `log_window`. 0: no logging.
+  int log_lines = 0;
+  absl::Duration log_window = absl::Seconds(1);
+  // Chance that a call of the logger to its clock, made with no tether lock
+  // held, is a preemption point: that "thread" stalls there for up to 3
+  // simulated ms while every other event due meanwhile runs (see
+  // PreemptingClock).
+  double preempt = 0;
 
   std::string Describe() const;
 };

@@ -37,7 +37,7 @@ class TimerQueue {
   TimerId Add(absl::Time due, std::function<void()> fn) {
     const TimerId id = ++last_id_;
     heap_.push_back(Entry{due, id});
-    std::push_heap(heap_.begin(), heap_.end(), Later);
+    std::push_heap(heap_.begin(), heap_.end(), Later());
     fns_.emplace(id, std::move(fn));
     return id;
   }
@@ -66,7 +66,7 @@ class TimerQueue {
     DropStale();
     if (heap_.empty() || heap_.front().due > t) return false;
     const Entry top = heap_.front();
-    std::pop_heap(heap_.begin(), heap_.end(), Later);
+    std::pop_heap(heap_.begin(), heap_.end(), Later());
     heap_.pop_back();
     auto it = fns_.find(top.id);
     *due = top.due;
@@ -83,15 +83,19 @@ class TimerQueue {
     absl::Time due;
     TimerId id;
   };
-  // The heap's order: the top is the earliest (due, id).
-  static bool Later(const Entry& a, const Entry& b) {
-    return a.due != b.due ? a.due > b.due : a.id > b.id;
-  }
+  // The heap's order: the top is the earliest (due, id). A function object,
+  // not a function, so that the heap's algorithms inline it.
+  struct Later {
+    bool operator()(const Entry& a, const Entry& b) const {
+      if (a.due != b.due) return a.due > b.due;
+      return a.id > b.id;
+    }
+  };
 
   // Pops cancelled entries off the top.
   void DropStale() {
     while (!heap_.empty() && !fns_.contains(heap_.front().id)) {
-      std::pop_heap(heap_.begin(), heap_.end(), Later);
+      std::pop_heap(heap_.begin(), heap_.end(), Later());
       heap_.pop_back();
     }
   }
@@ -103,7 +107,7 @@ class TimerQueue {
                                  return !fns_.contains(e.id);
                                }),
                 heap_.end());
-    std::make_heap(heap_.begin(), heap_.end(), Later);
+    std::make_heap(heap_.begin(), heap_.end(), Later());
   }
 
   std::vector<Entry> heap_;

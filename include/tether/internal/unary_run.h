@@ -30,6 +30,7 @@
 #include "tether/internal/budgeted_retry.h"
 #include "tether/internal/grpc_call_context.h"
 #include "tether/internal/mutex.h"
+#include "tether/internal/tsan.h"
 #include "tether/transport.h"
 #include "tether/unary_options.h"
 

@@ -125,14 +125,13 @@ class ReconnectingBidiStream {
       return absl::InvalidArgumentError(
           "ReconnectingBidiStream::Start needs both on_message and on_done");
     }
-    return Make(std::move(target), std::move(spec), std::move(options),
-                std::move(on_message), std::move(on_done));
+    return Make(target, spec, options, std::move(on_message),
+                std::move(on_done));
   }
 
   static absl::StatusOr<std::unique_ptr<ReconnectingBidiStream>> Open(
       Target target, Spec spec, ReconnectingStreamOptions options) {
-    return Make(std::move(target), std::move(spec), std::move(options), nullptr,
-                nullptr);
+    return Make(target, spec, options, nullptr, nullptr);
   }
 
   ReconnectingBidiStream(const ReconnectingBidiStream&) = delete;
@@ -174,8 +173,10 @@ class ReconnectingBidiStream {
   ReconnectingBidiStream(std::shared_ptr<Core> core, std::shared_ptr<Box> box)
       : core_(std::move(core)), outbox_(std::move(box)) {}
 
+  // The spec and options by reference: moving them again would compile
+  // their moves into every user translation unit once more.
   static absl::StatusOr<std::unique_ptr<ReconnectingBidiStream>> Make(
-      Target target, Spec spec, ReconnectingStreamOptions options,
+      const Target& target, Spec& spec, ReconnectingStreamOptions& options,
       MessageCallback on_message, DoneCallback on_done) {
     absl::Status s = Validate(options);
     if (!s.ok()) return s;
@@ -193,10 +194,9 @@ class ReconnectingBidiStream {
           "what to write first (return an empty vector for nothing)");
     }
     internal::StreamHooks hooks;
-    internal::ResponseFunctions<Response> fns;
     s = internal::TakeSharedFields(spec, /*server_resume=*/nullptr,
                                    spec.initial_position, "BidiStreamSpec",
-                                   "initial_position", hooks, fns);
+                                   "initial_position", hooks);
     if (!s.ok()) return s;
     std::shared_ptr<Box> box = internal::NewBidiOutbox(
         options.max_outbox,
@@ -205,10 +205,7 @@ class ReconnectingBidiStream {
     auto core = internal::CreateBidiCore(
         target.source(), box,
         std::make_unique<internal::BidiStreamParts<Request, Response>>(
-            internal::OpaqueOpenRequests(std::move(spec.open_requests)), box,
-            std::move(spec.attempt_factory), std::move(spec.start),
-            std::move(spec.configure_attempt), std::move(on_message),
-            std::move(fns)),
+            spec, box, std::move(on_message)),
         std::move(hooks), std::move(options), std::move(on_done));
     if (!core.ok()) return core.status();
     (*core)->StartFirst();

@@ -119,15 +119,14 @@ class ReconnectingStream {
       return absl::InvalidArgumentError(
           "ReconnectingStream::Start needs both on_message and on_done");
     }
-    return Make(std::move(target), std::move(spec), std::move(options),
-                std::move(on_message), std::move(on_done));
+    return Make(target, spec, options, std::move(on_message),
+                std::move(on_done));
   }
 
   // Like `Start`, for the blocking-reader style.
   static absl::StatusOr<std::unique_ptr<ReconnectingStream>> Open(
       Target target, Spec spec, ReconnectingStreamOptions options) {
-    return Make(std::move(target), std::move(spec), std::move(options), nullptr,
-                nullptr);
+    return Make(target, spec, options, nullptr, nullptr);
   }
 
   ReconnectingStream(const ReconnectingStream&) = delete;
@@ -156,8 +155,10 @@ class ReconnectingStream {
   explicit ReconnectingStream(std::shared_ptr<Core> core)
       : core_(std::move(core)) {}
 
+  // The spec and options by reference: moving them again would compile
+  // their moves into every user translation unit once more.
   static absl::StatusOr<std::unique_ptr<ReconnectingStream>> Make(
-      Target target, Spec spec, ReconnectingStreamOptions options,
+      const Target& target, Spec& spec, ReconnectingStreamOptions& options,
       MessageCallback on_message, DoneCallback on_done) {
     absl::Status s = Validate(options);
     if (!s.ok()) return s;
@@ -169,19 +170,17 @@ class ReconnectingStream {
           "StreamSpec.start is empty (and no attempt_factory was given)");
     }
     internal::StreamHooks hooks;
-    internal::ResponseFunctions<Response> fns;
     const internal::ServerResumeFields resume{
         static_cast<bool>(spec.resume_after),
         static_cast<bool>(spec.resume_from_cursor)};
     s = internal::TakeSharedFields(spec, &resume, spec.initial_last_seq,
-                                   "StreamSpec", "initial_last_seq", hooks,
-                                   fns);
+                                   "StreamSpec", "initial_last_seq", hooks);
     if (!s.ok()) return s;
     hooks.resume = resume.resume_after || resume.resume_from_cursor;
     auto core = Core::Create(
         target.source(),
         std::make_unique<internal::ServerStreamParts<Request, Response>>(
-            spec, std::move(on_message), std::move(fns)),
+            spec, std::move(on_message)),
         std::move(hooks), std::move(options), std::move(on_done));
     if (!core.ok()) return core.status();
     (*core)->StartFirst();

@@ -1,7 +1,11 @@
 // Copyright 2026 The tether Authors. Licensed under the Apache License 2.0.
 #include "tether/internal/grpc_read_pump.h"
 
+#include <memory>
 #include <mutex>
+#include <utility>
+
+#include "tether/internal/tsan.h"
 
 namespace tether {
 namespace internal {
@@ -54,6 +58,83 @@ bool ReadPumpState::ReadsOver() {
 void ReadPumpState::Done() {
   std::lock_guard<std::mutex> lock(mu_);
   done_ = true;
+}
+
+GrpcReadPump::GrpcReadPump(AttemptSink sink) : sink_(std::move(sink)) {}
+
+GrpcReadPump::~GrpcReadPump() = default;
+
+void GrpcReadPump::Begin(std::shared_ptr<GrpcReadPump> self,
+                         const ConfigureAttemptFn& configure,
+                         const AttemptInfo& info) {
+  weak_self_ = self;
+  self_ = std::move(self);
+  if (configure) configure(context_, info);
+}
+
+void GrpcReadPump::StartReading() {
+  AddReactorHold();
+  ReadNext();
+}
+
+void GrpcReadPump::Resume() {
+  if (reads_.Resume()) ReadNext();
+}
+
+void GrpcReadPump::Cancel() {
+  const ReadPumpState::OnCancel what = reads_.Cancel();
+  if (what == ReadPumpState::OnCancel::kNothing) return;
+  // `OnDone`, which gives self_ away, has not begun; the caller holds this
+  // attempt, so the lock succeeds.
+  CancelOffGrpcThread(weak_self_.lock(), &context_);
+  if (what == ReadPumpState::OnCancel::kCancelAndRelease) ReleaseHold();
+  ReadsStopped();
+}
+
+void GrpcReadPump::ReadDone(bool ok, void* response) {
+  TakeOver(this);
+  if (!ok) {
+    ReadsStopped();
+    if (reads_.ReadsOver()) ReleaseHold();
+    return;
+  }
+  if (sink_.OnMessage(response)) {
+    ReadNext();
+    return;
+  }
+  switch (reads_.Paused()) {
+    case ReadPumpState::AfterPause::kPaused:
+      return;
+    case ReadPumpState::AfterPause::kReadNow:
+      ReadNext();
+      return;
+    case ReadPumpState::AfterPause::kReleaseHold:
+      ReleaseHold();
+      return;
+  }
+}
+
+void GrpcReadPump::Done(const grpc::Status& status) {
+  TakeOver(this);
+  reads_.Done();
+  BeforeEnd();
+  sink_.OnEnd(ToAbslStatus(status), TrailersOf(context_));
+  // Not dropped here, on gRPC's thread: see ReleaseOffGrpcThread. The sink
+  // goes first (it holds the stream and so its pool), then what the call
+  // kind adds, then the attempt itself, whose context holds the channel.
+  ReleaseOffGrpcThread(std::make_shared<AttemptSink>(std::move(sink_)));
+  ReleaseParts();
+  ReleaseOffGrpcThread(std::move(self_));  // may delete this
+}
+
+void GrpcReadPump::ReadNext() {
+  HandOff(this);
+  StartReadCall();
+}
+
+void GrpcReadPump::ReleaseHold() {
+  HandOff(this);
+  RemoveReactorHold();
 }
 
 }  // namespace internal

@@ -6,20 +6,9 @@
 namespace tether {
 namespace internal {
 
-BidiOpen BidiOpen::With(OpenFn fn) {
-  BidiOpen open;
-  open.open_requests = std::make_shared<const OpenFn>(std::move(fn));
-  return open;
-}
-
 void* BidiOpen::NewCopy(const BidiOpen& open) { return new BidiOpen(open); }
 
 void BidiOpen::Delete(void* open) { delete static_cast<BidiOpen*>(open); }
-
-void BidiOpen::Take(BidiOpen& open, const ResumeState& state) {
-  open.state = state;
-  open.opens = (*open.open_requests)(state);
-}
 
 std::shared_ptr<BidiOutbox> NewBidiOutbox(
     std::size_t max, BidiOutbox::AckFn acknowledges,

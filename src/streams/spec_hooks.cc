@@ -1,6 +1,8 @@
 // Copyright 2026 The tether Authors. Licensed under the Apache License 2.0.
 #include "tether/internal/spec_hooks.h"
 
+#include <utility>
+
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 
@@ -22,7 +24,7 @@ absl::Status CheckPositionFields(const PositionFields& spec, const char* what) {
     return absl::InvalidArgumentError(absl::StrCat(
         what, ".deliver_progress needs position_of (progress notices)"));
   }
-  if (spec.sparse && !spec.position_of) {
+  if (spec.spacing != PositionSpacing::kDense && !spec.position_of) {
     return absl::InvalidArgumentError(
         absl::StrCat(what, ".spacing needs position_of"));
   }
@@ -90,6 +92,45 @@ absl::Status CheckServerResumeFields(const PositionFields& spec,
   if (!spec.cursor_of && resume_from_cursor) {
     return absl::InvalidArgumentError(absl::StrCat(
         what, ".resume_from_cursor is set but cursor_of is empty"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TakeUntypedFields(
+    const PositionFields& f, const ServerResumeFields* server_resume,
+    const absl::optional<std::uint64_t>& initial, const char* what,
+    const char* initial_field, absl::optional<std::string>& initial_cursor,
+    std::function<bool(const absl::Status&)>& resync_on_end,
+    std::function<void(ResyncDone)>& resync, StreamHooks& hooks) {
+  absl::Status s = CheckPositionFields(f, what);
+  if (s.ok() && server_resume != nullptr) {
+    s = CheckServerResumeFields(f, server_resume->resume_after,
+                                server_resume->resume_from_cursor, what);
+  }
+  if (s.ok()) {
+    s = CheckInitialPosition(f, initial.has_value(), what, initial_field);
+  }
+  if (!s.ok()) return s;
+  hooks.initial_position = initial;
+  if (f.sequence_of) {
+    hooks.position_name = "sequence_of";
+    hooks.position_of = true;
+  } else if (f.position_of) {
+    hooks.position_of = true;
+  }
+  hooks.spacing = f.spacing;
+  hooks.deliver_progress = f.deliver_progress;
+  if (f.trim_delivered || f.cursor_of || f.initial_cursor ||
+      f.resync_on_message || f.resync_on_end || f.resync || f.is_drain_notice) {
+    StreamHooks::Rare& rare = hooks.MutableRare();
+    rare.trim_delivered = f.trim_delivered;
+    rare.cursor_of = f.cursor_of;
+    rare.resync_on_message = f.resync_on_message;
+    rare.drain_notice = f.is_drain_notice;
+    rare.deliver_drain_notice = f.deliver_drain_notice;
+    rare.initial_cursor = std::move(initial_cursor);
+    rare.resync_on_end = std::move(resync_on_end);
+    rare.resync = std::move(resync);
   }
   return absl::OkStatus();
 }

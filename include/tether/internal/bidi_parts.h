@@ -21,40 +21,34 @@
 #include "tether/transport.h"
 
 namespace tether {
+
+template <class Request, class Response>
+struct BidiStreamSpec;
+
 namespace internal {
 
 // The request a bidi stream's core hands each attempt: where it resumes, and
-// the open requests built from there. The core's resume step (`Take`) calls
-// the app's `open_requests`, so what that throws ends the stream as any
-// other throwing callback does (INTERNAL naming it).
+// the open requests built from there (by `BidiStreamParts::Resume`, the
+// core's resume step, so what the app's `open_requests` throws ends the
+// stream as any other throwing callback does: INTERNAL naming it).
 struct BidiOpen {
-  using OpenFn =
-      std::function<std::vector<BidiOutbox::Message>(const ResumeState&)>;
-  std::shared_ptr<const OpenFn> open_requests;
   ResumeState state;
   std::vector<BidiOutbox::Message> opens;
 
-  // An open with no state yet, that builds its requests with `fn`.
-  static BidiOpen With(OpenFn fn);
-  static void Take(BidiOpen& open, const ResumeState& state);
   // `StreamParts::NewRequestCopy` and `request_deleter` for a `BidiOpen`.
   static void* NewCopy(const BidiOpen& open);
   static void Delete(void* open);
 };
 
-// The app's `open_requests`, its requests made opaque.
+// The requests of the app's `open_requests`, made opaque.
 template <class Request>
-BidiOpen::OpenFn OpaqueOpenRequests(
-    std::function<std::vector<Request>(const ResumeState&)> open_requests) {
-  return [f = std::move(open_requests)](const ResumeState& state) {
-    std::vector<Request> typed = f(state);
-    std::vector<BidiOutbox::Message> opens;
-    opens.reserve(typed.size());
-    for (Request& r : typed) {
-      opens.push_back(std::make_shared<const Request>(std::move(r)));
-    }
-    return opens;
-  };
+std::vector<BidiOutbox::Message> OpaqueRequests(std::vector<Request> typed) {
+  std::vector<BidiOutbox::Message> opens;
+  opens.reserve(typed.size());
+  for (Request& r : typed) {
+    opens.push_back(std::make_shared<const Request>(std::move(r)));
+  }
+  return opens;
 }
 
 // The app's `acknowledges` on opaque messages (empty stays empty).
@@ -69,7 +63,8 @@ BidiOutbox::AckFn OpaqueAcknowledges(
       };
 }
 
-// One attempt's writes as the typed `BidiWrites` an attempt factory takes.
+// One attempt's writes as the typed `BidiWrites` an attempt factory takes
+// (a gRPC attempt takes them untyped).
 template <class Request>
 class TypedBidiWrites final : public BidiWrites<Request> {
  public:
@@ -92,8 +87,8 @@ class TypedBidiWrites final : public BidiWrites<Request> {
   const std::shared_ptr<BidiOutbox::Writes> writes_;
 };
 
-// The listener of a bidi attempt: forwards to the core, and closes the
-// attempt's writes at its end first.
+// The listener an attempt factory's bidi attempt is given: forwards to the
+// core, and closes the attempt's writes at its end first.
 template <class Response>
 class ClosingSinkListener final : public AttemptListener<Response> {
  public:
@@ -113,7 +108,7 @@ class ClosingSinkListener final : public AttemptListener<Response> {
   const std::shared_ptr<BidiOutbox::Writes> writes_;
 };
 
-// A bidi stream's typed side: each attempt resumes through the open
+// A bidi stream's typed side: each attempt resumes through the app's open
 // requests (`BidiOpen`, the core's per-attempt "request"), is attached to
 // the outbox in the order the stream started it (its writes close when it
 // ends), and starts through the spec's `attempt_factory` when it gave one,
@@ -123,18 +118,18 @@ class BidiStreamParts final : public ResponseParts<Response> {
  public:
   using StartFn = typename GrpcBidiAttempt<Request, Response>::StartFn;
 
-  BidiStreamParts(
-      BidiOpen::OpenFn open_requests, std::shared_ptr<BidiOutbox> box,
-      std::shared_ptr<BidiAttemptFactory<Request, Response>> factory,
-      StartFn start, ConfigureAttemptFn configure,
-      std::function<void(Response&&)> on_message,
-      ResponseFunctions<Response> functions)
-      : ResponseParts<Response>(std::move(on_message), std::move(functions)),
-        open_(BidiOpen::With(std::move(open_requests))),
+  using Spec = BidiStreamSpec<Request, Response>;
+
+  // Moves what it needs out of `spec` (checked by the caller; its
+  // `acknowledges` already went to `box`).
+  BidiStreamParts(Spec& spec, std::shared_ptr<BidiOutbox> box,
+                  std::function<void(Response&&)> on_message)
+      : ResponseParts<Response>(std::move(on_message), spec),
+        open_requests_(std::move(spec.open_requests)),
         box_(std::move(box)),
-        factory_(std::move(factory)),
-        start_(std::move(start)),
-        configure_(std::move(configure)) {}
+        factory_(std::move(spec.attempt_factory)),
+        start_(std::move(spec.start)),
+        configure_(std::move(spec.configure_attempt)) {}
 
   const void* request() const override { return &open_; }
   void* NewRequestCopy() const override { return BidiOpen::NewCopy(open_); }
@@ -142,7 +137,9 @@ class BidiStreamParts final : public ResponseParts<Response> {
     return &BidiOpen::Delete;
   }
   void Resume(void* request, const ResumeState& state) const override {
-    BidiOpen::Take(*static_cast<BidiOpen*>(request), state);
+    BidiOpen& open = *static_cast<BidiOpen*>(request);
+    open.state = state;
+    open.opens = OpaqueRequests(open_requests_(state));
   }
   std::shared_ptr<Attempt> StartAttempt(const ConnectionPick& connection,
                                         const AttemptInfo& info,
@@ -151,20 +148,21 @@ class BidiStreamParts final : public ResponseParts<Response> {
     const BidiOpen& open = *static_cast<const BidiOpen*>(request);
     std::shared_ptr<BidiOutbox::Writes> writes =
         BidiOutbox::Attach(box_, info.attempt, open.opens);
-    auto typed = std::make_shared<TypedBidiWrites<Request>>(writes);
-    auto listener = std::make_shared<ClosingSinkListener<Response>>(
-        std::move(sink), std::move(writes));
     if (factory_) {
-      return factory_->StartAttempt(connection, info, open.state,
-                                    std::move(typed), std::move(listener));
+      auto typed = std::make_shared<TypedBidiWrites<Request>>(writes);
+      return factory_->StartAttempt(
+          connection, info, open.state, std::move(typed),
+          std::make_shared<ClosingSinkListener<Response>>(std::move(sink),
+                                                          std::move(writes)));
     }
     return GrpcBidiAttempt<Request, Response>::Run(
-        start_, configure_, connection, info, std::move(typed),
-        std::move(listener));
+        start_, configure_, connection, info, std::move(writes),
+        std::move(sink));
   }
 
  private:
-  const BidiOpen open_;
+  const BidiOpen open_;  // no state, no opens: `Resume` fills a copy
+  const std::function<std::vector<Request>(const ResumeState&)> open_requests_;
   const std::shared_ptr<BidiOutbox> box_;
   const std::shared_ptr<BidiAttemptFactory<Request, Response>> factory_;
   const StartFn start_;

@@ -18,37 +18,48 @@ namespace tether {
 namespace internal {
 
 // One server-streaming call on a `grpc::ClientReadReactor`: the request,
-// and the read pump (grpc_read_pump.h: reading, pausing, cancelling, the end
-// with its trailers, and the lifetime).
+// the message being read, and the gRPC calls that name their types; the
+// read pump (grpc_read_pump.h, compiled in the library) does the rest:
+// reading, pausing, cancelling, the end with its trailers, the lifetime.
 template <class Request, class Response>
-class GrpcReadAttempt final
-    : public GrpcReadPump<grpc::ClientReadReactor<Response>, Response> {
+class GrpcReadAttempt final : public GrpcReadPump,
+                              public grpc::ClientReadReactor<Response> {
  public:
   using StartFn = std::function<void(const std::shared_ptr<grpc::Channel>&,
                                      grpc::ClientContext*, const Request*,
                                      grpc::ClientReadReactor<Response>*)>;
 
-  static std::shared_ptr<Attempt> Run(
-      const StartFn& start, const ConfigureAttemptFn& configure,
-      const ConnectionPick& connection, const AttemptInfo& info,
-      const Request& request,
-      std::shared_ptr<AttemptListener<Response>> listener) {
+  static std::shared_ptr<Attempt> Run(const StartFn& start,
+                                      const ConfigureAttemptFn& configure,
+                                      const ConnectionPick& connection,
+                                      const AttemptInfo& info,
+                                      const Request& request,
+                                      AttemptSink sink) {
     std::shared_ptr<GrpcReadAttempt> self(
-        new GrpcReadAttempt(request, std::move(listener)));
-    self->Begin(self);
-    if (configure) configure(self->context_, info);
+        new GrpcReadAttempt(request, std::move(sink)));
+    self->Begin(self, configure, info);
     start(connection.channel, &self->context_, &self->request_, self.get());
     self->StartReading();
     self->StartCall();
     return self;
   }
 
+  void OnReadDone(bool ok) override { ReadDone(ok, &response_); }
+  void OnDone(const grpc::Status& status) override { Done(status); }
+
  private:
-  GrpcReadAttempt(const Request& request,
-                  std::shared_ptr<AttemptListener<Response>> listener)
-      : GrpcReadAttempt::GrpcReadPump(std::move(listener)), request_(request) {}
+  GrpcReadAttempt(const Request& request, AttemptSink sink)
+      : GrpcReadPump(std::move(sink)), request_(request) {}
+
+  void StartReadCall() override {
+    response_ = Response();
+    this->StartRead(&response_);
+  }
+  void AddReactorHold() override { this->AddHold(); }
+  void RemoveReactorHold() override { this->RemoveHold(); }
 
   Request request_;
+  Response response_;
 };
 
 }  // namespace internal

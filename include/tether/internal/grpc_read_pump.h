@@ -6,13 +6,12 @@
 
 #include <memory>
 #include <mutex>
-#include <utility>
 
 #include "absl/status/status.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/support/status.h"
 #include "tether/internal/grpc_call_context.h"
-#include "tether/internal/tsan.h"
+#include "tether/internal/stream_core.h"
 #include "tether/transport.h"
 
 namespace tether {
@@ -62,111 +61,71 @@ class ReadPumpState {
   bool done_ = false;
 };
 
-// The reading half of one streaming call on a gRPC reactor (`Reactor` is
-// `grpc::ClientReadReactor<Response>` or `grpc::ClientBidiReactor<Request,
-// Response>`), and its end: it hands each message to the listener, pauses
-// and resumes as the listener asks, cancels, and ends with the status and
-// the server's trailers (`AttemptListener::OnEnd`, once, last).
+// The reading half of one streaming call on a gRPC reactor, and its end:
+// it hands each message to the stream (`AttemptSink`), pauses and resumes as
+// the stream asks, cancels, and ends with the status and the server's
+// trailers (`AttemptSink::OnEnd`, once, last).
+//
+// Not a template: it is compiled once, in the library. The typed reactor
+// (`GrpcReadAttempt`, `GrpcBidiAttempt`) derives from it and from gRPC's
+// reactor, forwards its reactions (`ReadDone`, `Done`) and makes the few
+// gRPC calls that name the message types for it (`StartReadCall`, ...).
 //
 // Lifetime: it keeps itself alive (`self_`, from `Begin`) until gRPC calls
-// `OnDone`; the stream may hold it longer. `OnDone` hands its last
-// references to `ReleaseOffGrpcThread` rather than dropping them on gRPC's
-// thread. A call kind with more to do (bidi writes) adds it through
-// `ReadsStopped` (a cancel, or the end of reads) and `ReleaseParts` (in
-// `OnDone`, before the attempt lets go of itself).
-template <class Reactor, class Response>
-class GrpcReadPump : public Reactor, public Attempt {
+// `OnDone`; the stream may hold it longer. `Done` hands its last references
+// to `ReleaseOffGrpcThread` rather than dropping them on gRPC's thread. A
+// call kind with more to do (bidi writes) adds it through `ReadsStopped` (a
+// cancel, or the end of reads), `BeforeEnd` (in `OnDone`, before the stream
+// hears the end) and `ReleaseParts` (in `OnDone`, before the attempt lets
+// go of itself).
+//
+// Thread safety: `Resume` and `Cancel` from any thread; the reactions as
+// gRPC runs them. TSan hand-offs (tsan.h) are on this object's address.
+class GrpcReadPump : public Attempt {
  public:
-  void Resume() final {
-    if (reads_.Resume()) ReadNext();
-  }
-
-  void Cancel() final {
-    const ReadPumpState::OnCancel what = reads_.Cancel();
-    if (what == ReadPumpState::OnCancel::kNothing) return;
-    // `OnDone`, which gives self_ away, has not begun; the caller holds this
-    // attempt, so the lock succeeds.
-    CancelOffGrpcThread(weak_self_.lock(), &context_);
-    if (what == ReadPumpState::OnCancel::kCancelAndRelease) ReleaseHold();
-    ReadsStopped();
-  }
-
-  void OnReadDone(bool ok) final {
-    TakeOver(this);
-    if (!ok) {
-      ReadsStopped();
-      if (reads_.ReadsOver()) ReleaseHold();
-      return;
-    }
-    const bool read_on = listener_->OnMessage(std::move(response_));
-    response_ = Response();
-    if (read_on) {
-      ReadNext();
-      return;
-    }
-    switch (reads_.Paused()) {
-      case ReadPumpState::AfterPause::kPaused:
-        return;
-      case ReadPumpState::AfterPause::kReadNow:
-        ReadNext();
-        return;
-      case ReadPumpState::AfterPause::kReleaseHold:
-        ReleaseHold();
-        return;
-    }
-  }
-
-  void OnDone(const grpc::Status& status) final {
-    TakeOver(this);
-    reads_.Done();
-    listener_->OnEnd(ToAbslStatus(status), TrailersOf(context_));
-    // Not dropped here, on gRPC's thread: see ReleaseOffGrpcThread. The
-    // listener goes first (it may hold the stream and its pool), then what
-    // the call kind adds, then the attempt itself, whose context holds the
-    // channel.
-    ReleaseOffGrpcThread(std::move(listener_));
-    ReleaseParts();
-    ReleaseOffGrpcThread(std::move(self_));  // may delete this
-  }
+  void Resume() final;
+  void Cancel() final;
 
  protected:
-  explicit GrpcReadPump(std::shared_ptr<AttemptListener<Response>> listener)
-      : listener_(std::move(listener)) {}
+  explicit GrpcReadPump(AttemptSink sink);
+  ~GrpcReadPump() override;
 
-  // Keeps `self` (this attempt) alive until `OnDone`. Call first.
-  void Begin(std::shared_ptr<GrpcReadPump> self) {
-    weak_self_ = self;
-    self_ = std::move(self);
-  }
+  // Keeps `self` (this attempt) alive until `OnDone`, then sets up its
+  // context (`configure`, may be empty). Call first.
+  void Begin(std::shared_ptr<GrpcReadPump> self,
+             const ConfigureAttemptFn& configure, const AttemptInfo& info);
 
   // Takes the read hold and starts the first read. Call before StartCall.
-  void StartReading() {
-    this->AddHold();
-    ReadNext();
-  }
+  void StartReading();
+
+  // The reactor's `OnReadDone`: `response` is the message read (a
+  // Response; moved from by the stream).
+  void ReadDone(bool ok, void* response);
+  // The reactor's `OnDone`.
+  void Done(const grpc::Status& status);
 
   // Reads are over (a failed read) or the call is being cancelled: may run
   // twice, from any thread. Default: nothing.
   virtual void ReadsStopped() {}
-  // In `OnDone`, after the listener's end: hand what the call kind holds
-  // to `ReleaseOffGrpcThread`. Default: nothing.
+  // In `OnDone`, before the stream hears the end. Default: nothing.
+  virtual void BeforeEnd() {}
+  // In `OnDone`, after the stream heard the end: hand what the call kind
+  // holds to `ReleaseOffGrpcThread`. Default: nothing.
   virtual void ReleaseParts() {}
+
+  // gRPC's calls on the typed reactor: `StartRead` into a fresh message,
+  // `AddHold`, `RemoveHold`.
+  virtual void StartReadCall() = 0;
+  virtual void AddReactorHold() = 0;
+  virtual void RemoveReactorHold() = 0;
 
   grpc::ClientContext context_;
 
  private:
-  void ReadNext() {
-    HandOff(this);
-    this->StartRead(&response_);
-  }
+  void ReadNext();
+  void ReleaseHold();
 
-  void ReleaseHold() {
-    HandOff(this);
-    this->RemoveHold();
-  }
-
-  Response response_;
-  std::shared_ptr<AttemptListener<Response>> listener_;
+  AttemptSink sink_;
   std::shared_ptr<GrpcReadPump> self_;
   std::weak_ptr<GrpcReadPump> weak_self_;
   ReadPumpState reads_;

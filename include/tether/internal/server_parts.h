@@ -31,9 +31,8 @@ class ServerStreamParts final : public ResponseParts<Response> {
   using Spec = StreamSpec<Request, Response>;
 
   // Moves what it needs out of `spec` (checked by the caller).
-  ServerStreamParts(Spec& spec, std::function<void(Response&&)> on_message,
-                    ResponseFunctions<Response> functions)
-      : ResponseParts<Response>(std::move(on_message), std::move(functions)),
+  ServerStreamParts(Spec& spec, std::function<void(Response&&)> on_message)
+      : ResponseParts<Response>(std::move(on_message), spec),
         request_(std::move(spec.request)),
         factory_(std::move(spec.attempt_factory)),
         start_(std::move(spec.start)),
@@ -59,12 +58,13 @@ class ServerStreamParts final : public ResponseParts<Response> {
                                         const void* request,
                                         AttemptSink sink) override {
     const Request& r = *static_cast<const Request*>(request);
-    auto listener = std::make_shared<SinkListener<Response>>(std::move(sink));
     if (factory_) {
-      return factory_->StartAttempt(connection, info, r, std::move(listener));
+      return factory_->StartAttempt(
+          connection, info, r,
+          std::make_shared<SinkListener<Response>>(std::move(sink)));
     }
     return GrpcReadAttempt<Request, Response>::Run(
-        start_, configure_, connection, info, r, std::move(listener));
+        start_, configure_, connection, info, r, std::move(sink));
   }
 
  private:

@@ -6,8 +6,8 @@
 #define TETHER_INTERNAL_SPEC_HOOKS_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
-#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/types/optional.h"
@@ -27,7 +27,7 @@ struct PositionFields {
   bool cursor_of = false;
   bool trim_delivered = false;
   bool deliver_progress = false;
-  bool sparse = false;  // spacing other than kDense
+  PositionSpacing spacing = PositionSpacing::kDense;
   bool initial_cursor = false;
   bool resync_on_message = false;
   bool resync_on_end = false;
@@ -44,7 +44,7 @@ PositionFields PositionFieldsOf(const StreamSpecBase<Response>& spec) {
   f.cursor_of = static_cast<bool>(spec.cursor_of);
   f.trim_delivered = static_cast<bool>(spec.trim_delivered);
   f.deliver_progress = spec.deliver_progress;
-  f.sparse = spec.spacing != PositionSpacing::kDense;
+  f.spacing = spec.spacing;
   f.initial_cursor = spec.initial_cursor.has_value();
   f.resync_on_message = static_cast<bool>(spec.resync_on_message);
   f.resync_on_end = static_cast<bool>(spec.resync_on_end);
@@ -79,62 +79,31 @@ struct ServerResumeFields {
   bool resume_from_cursor = false;
 };
 
-// Checks the shared fields of `spec` (and, for a server stream, its resume
-// hooks; for a bidi stream `server_resume` is null) and the position to
-// start after (`initial`, the field named `initial_field`), then moves them
-// into `fns` (the typed functions, as they are) and `hooks` (which are set,
-// and the rest). On an error nothing is moved. `configure_attempt` stays:
-// each kind hands it to its own attempt factory.
+// Checks the fields `f` says a spec sets (and, for a server stream, its
+// resume hooks; for a bidi stream `server_resume` is null) and the position
+// to start after (`initial`, the field named `initial_field`), then fills
+// `hooks`: which fields are set, and those that do not name the message
+// types (`initial_cursor`, `resync_on_end`, `resync`, moved out of the
+// spec). On an error nothing is moved. Compiled in the library.
+absl::Status TakeUntypedFields(
+    const PositionFields& f, const ServerResumeFields* server_resume,
+    const absl::optional<std::uint64_t>& initial, const char* what,
+    const char* initial_field, absl::optional<std::string>& initial_cursor,
+    std::function<bool(const absl::Status&)>& resync_on_end,
+    std::function<void(ResyncDone)>& resync, StreamHooks& hooks);
+
+// `TakeUntypedFields` for `spec`. The typed functions stay in the spec:
+// `ResponseFunctions` takes them. `configure_attempt` stays too: each kind
+// hands it to its own attempts.
 template <class Response>
 absl::Status TakeSharedFields(StreamSpecBase<Response>& spec,
                               const ServerResumeFields* server_resume,
                               const absl::optional<std::uint64_t>& initial,
                               const char* what, const char* initial_field,
-                              StreamHooks& hooks,
-                              ResponseFunctions<Response>& fns) {
-  const PositionFields f = PositionFieldsOf(spec);
-  absl::Status s = CheckPositionFields(f, what);
-  if (s.ok() && server_resume != nullptr) {
-    s = CheckServerResumeFields(f, server_resume->resume_after,
-                                server_resume->resume_from_cursor, what);
-  }
-  if (s.ok()) {
-    s = CheckInitialPosition(f, initial.has_value(), what, initial_field);
-  }
-  if (!s.ok()) return s;
-  hooks.initial_position = initial;
-  if (spec.sequence_of) {
-    hooks.position_name = "sequence_of";
-    hooks.position_of = true;
-    fns.sequence_of = std::move(spec.sequence_of);
-  } else if (spec.position_of) {
-    hooks.position_of = true;
-    fns.position_of = std::move(spec.position_of);
-  }
-  hooks.spacing = spec.spacing;
-  hooks.deliver_progress = spec.deliver_progress;
-  if (f.trim_delivered || f.cursor_of || f.initial_cursor ||
-      f.resync_on_message || f.resync_on_end || f.resync ||
-      f.is_drain_notice) {
-    StreamHooks::Rare& rare = hooks.MutableRare();
-    if (f.trim_delivered || f.cursor_of || f.resync_on_message ||
-        f.is_drain_notice) {
-      auto& typed = fns.MutableRare();
-      rare.trim_delivered = f.trim_delivered;
-      rare.cursor_of = f.cursor_of;
-      rare.resync_on_message = f.resync_on_message;
-      rare.drain_notice = f.is_drain_notice;
-      rare.deliver_drain_notice = f.deliver_drain_notice;
-      typed.trim_delivered = std::move(spec.trim_delivered);
-      typed.cursor_of = std::move(spec.cursor_of);
-      typed.resync_on_message = std::move(spec.resync_on_message);
-      typed.is_drain_notice = std::move(spec.is_drain_notice);
-    }
-    rare.initial_cursor = std::move(spec.initial_cursor);
-    rare.resync_on_end = std::move(spec.resync_on_end);
-    rare.resync = std::move(spec.resync);
-  }
-  return absl::OkStatus();
+                              StreamHooks& hooks) {
+  return TakeUntypedFields(PositionFieldsOf(spec), server_resume, initial, what,
+                           initial_field, spec.initial_cursor,
+                           spec.resync_on_end, spec.resync, hooks);
 }
 
 }  // namespace internal

@@ -29,11 +29,12 @@
 #include "tether/backoff.h"
 #include "tether/internal/ack_ledger.h"
 #include "tether/internal/delivery_queue.h"
+#include "tether/internal/visibility.h"
 #include "tether/observer.h"
 #include "tether/position.h"
 #include "tether/stream_options.h"
+#include "tether/stream_spec_base.h"
 #include "tether/transport.h"
-#include "tether/internal/visibility.h"
 
 namespace tether {
 namespace internal {
@@ -110,13 +111,14 @@ struct StreamHooks {
 };
 
 class StreamCore;
-struct TETHER_HIDDEN_TYPE AttemptRecord;  // one attempt, as the machine sees it (stream_machine.h)
+// One attempt, as the machine sees it (stream_machine.h).
+struct TETHER_HIDDEN_TYPE AttemptRecord;
 
 // The core's side of one attempt: what a typed `AttemptListener` forwards
 // to. Same contract as `AttemptListener` (one call at a time, `OnEnd` once,
 // last). Keeps the stream alive until the attempt drops its listener: the
 // attempt decides on which thread that last release happens (never a gRPC
-// callback thread; see GrpcReadPump::OnDone).
+// callback thread; see GrpcReadPump::Done).
 class TETHER_API AttemptSink final {
  public:
   AttemptSink(std::shared_ptr<StreamCore> core,
@@ -192,6 +194,18 @@ class StreamParts {
 // is compiled per hook.
 template <class Response>
 struct ResponseFunctions {
+  // Moves the functions out of `spec` (checked by `TakeSharedFields`).
+  explicit ResponseFunctions(StreamSpecBase<Response>& spec)
+      : sequence_of(std::move(spec.sequence_of)),
+        position_of(std::move(spec.position_of)) {
+    if (spec.trim_delivered || spec.cursor_of || spec.resync_on_message ||
+        spec.is_drain_notice) {
+      rare.reset(new Rare{
+          std::move(spec.trim_delivered), std::move(spec.cursor_of),
+          std::move(spec.resync_on_message), std::move(spec.is_drain_notice)});
+    }
+  }
+
   std::function<absl::optional<std::uint64_t>(const Response&)> sequence_of;
   std::function<Position(const Response&)> position_of;
   // Few streams set these: behind one pointer (bytes per stream).
@@ -202,10 +216,6 @@ struct ResponseFunctions {
     std::function<bool(const Response&)> is_drain_notice;
   };
   std::unique_ptr<Rare> rare;
-  Rare& MutableRare() {
-    if (rare == nullptr) rare = std::make_unique<Rare>();
-    return *rare;
-  }
 };
 
 template <class T>
@@ -248,9 +258,10 @@ class ResponseParts : public StreamParts {
   }
 
  protected:
+  // Moves the functions about responses out of `spec`.
   ResponseParts(std::function<void(Response&&)> on_message,
-                ResponseFunctions<Response> functions)
-      : store_(std::move(on_message)), fns_(std::move(functions)) {}
+                StreamSpecBase<Response>& spec)
+      : store_(std::move(on_message)), fns_(spec) {}
 
  private:
   TypedMessageStore<Response> store_;

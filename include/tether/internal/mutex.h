@@ -36,7 +36,7 @@ inline int LocksHeldByThisThread() { return mutex_detail::Held(); }
 // Why not `absl::Mutex`: a system abseil built without `NDEBUG` (Debian's
 // is) runs its deadlock detection on every `Lock`, under one process-wide
 // spin lock: every lock of every stream, on every thread, would queue there
-// (it was the largest single cost of the simulator's benchmark). And a system
+// (about a sixth of the simulator's instructions). And a system
 // abseil not built with TSan hides its happens-before edges from TSan. A
 // `std::mutex` has neither problem; lock-order inversions are still caught,
 // by TSan's own deadlock detector in the TSan build.

@@ -8,7 +8,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "test/sim/tee_observers.h"
+#include "tether/metrics.h"
 
 namespace tether {
 namespace sim {
@@ -199,11 +199,7 @@ bool Client::Start() {
   // The simulation's tracer first, then the app's own observer, if any.
   auto tracer =
       std::make_shared<Tracer>(world_, *this, Name(), app_.slow_observer);
-  if (options_.observer) {
-    options_.observer = std::make_shared<StreamTee>(tracer, options_.observer);
-  } else {
-    options_.observer = tracer;
-  }
+  options_.observer = CombineObservers({tracer, options_.observer});
   deliver_progress_ =
       kind_ == StreamKind::kSparse && world_.rng().Chance(0.5);
   auto on_violation = [this](const std::string& what) {

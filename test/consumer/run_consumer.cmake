@@ -196,8 +196,9 @@ if(MODE STREQUAL "shared")
   # Exported: namespace tether only (not abseil's, gRPC's or the standard
   # library's inline code, nor the private health-check messages), judged
   # by mangled name: "_ZN6tether...", "_ZTVN6tether...", thunks, guards.
-  # And of tether::internal only what the public headers declare (the
-  # templates users instantiate call into it), nothing declared under src/.
+  # And of tether::internal only what the public headers declare (a class,
+  # function, alias, enum or namespace: the templates and inline functions
+  # users compile call into it), nothing declared under src/.
   file(GLOB_RECURSE public_headers "${TETHER_SOURCE_DIR}/include/*.h")
   set(public_text "")
   foreach(header IN LISTS public_headers)
@@ -223,7 +224,7 @@ if(MODE STREQUAL "shared")
       math(EXPR tether_symbols "${tether_symbols} + 1")
       if(name MATCHES "${head}6tether8internal([0-9]+)(.*)$")
         string(SUBSTRING "${CMAKE_MATCH_3}" 0 ${CMAKE_MATCH_2} part)
-        if(NOT public_text MATCHES "(class|struct|using|enum class) ${part}[^;A-Za-z0-9_]"
+        if(NOT public_text MATCHES "(class|struct|using|enum class|namespace) ${part}[^;A-Za-z0-9_]"
            AND NOT public_text MATCHES "[ *&]${part}\\(")
           list(APPEND private_names "${part}")
         endif()

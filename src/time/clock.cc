@@ -26,9 +26,9 @@ constexpr absl::Duration kMaxWait = absl::Hours(1);
 //
 // A due time may be anything `absl::Time + Duration` gives, including
 // `InfiniteFuture()` (a delay of `InfiniteDuration()`): such a timer never
-// fires but can be cancelled. The thread waits on `steady_clock` (a
-// `std::condition_variable_any`: abseil 20220623's `CondVar` times out on the
-// wall clock), at most `kMaxWait` at a time.
+// fires but can be cancelled. The thread waits until a `steady_clock`
+// deadline (`std::condition_variable_any::wait_until`), at most `kMaxWait`
+// at a time.
 //
 // Thread safety: all methods from any thread; callbacks run on the thread,
 // with no lock held. Never destroyed (the thread is detached).

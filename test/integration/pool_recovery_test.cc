@@ -3,7 +3,8 @@
 // ConnectionPool against faults nobody announces, with real gRPC servers on
 // 127.0.0.1: a dependency down for 4 s and back (how often the pool
 // connects meanwhile, how soon it tells waiting streams), a NOT_SERVING
-// server nobody streams from (what it costs), and a server shedding load
+// server nobody streams from (what it costs), a server that says goodbye to
+// each connection as soon as it accepts it, and a server shedding load
 // (never a failed pick, never a suspect). TCP connects are counted by the
 // loopback proxy in front of the server: each one is a connection it
 // accepted. Waits are on events with deadlines; the only timed waits are
@@ -27,8 +28,10 @@
 #include "gtest/gtest.h"
 #include "seqstream.grpc.pb.h"
 #include "support/fault_proxy.h"
+#include "test/integration/stream_test_util.h"
 #include "test/support/test_server.h"
 #include "tether/connection_pool.h"
+#include "tether/reconnecting_stream.h"
 
 namespace tether {
 namespace {
@@ -200,6 +203,67 @@ TEST(PoolRecoveryTest, NotServingServerCostsOneConnectPerProbeInterval) {
   std::printf("SERVING again: waiter told after %.0f ms\n",
               absl::ToDoubleMilliseconds(told_after));
   EXPECT_LE(told_after, absl::Milliseconds(500));
+}
+
+// A server that says goodbye to each connection right after accepting
+// it (gRPC's max connection age, 20 ms, then its calls are cut 20 ms
+// later), under streams that need a connection all the time: every
+// connection fails young, so the pool replaces them at the probe pace, not
+// once per stream or per GOAWAY, and the streams lose and repeat nothing.
+TEST(PoolRecoveryTest, GoawayAtAcceptCostsOneConnectPerProbeInterval) {
+  TestServerOptions so;
+  so.max_connection_age = absl::Milliseconds(20);
+  so.max_connection_age_grace = absl::Milliseconds(20);
+  TestServer server(so);
+  ASSERT_TRUE(server.Start().ok());
+  FaultProxy proxy;
+  ASSERT_TRUE(proxy.Start().ok());
+  ASSERT_TRUE(proxy.SetBackend(server.address()).ok());
+  auto observer = std::make_shared<Observer>();
+  ConnectionPoolOptions o;
+  o.target = proxy.address();
+  o.observer = observer;
+  auto pool = MakePool(o);
+  ASSERT_NE(pool, nullptr);
+
+  constexpr int kStreams = 8;
+  std::vector<testsupport::Collector> collected(kStreams);
+  std::vector<std::unique_ptr<testsupport::SeqStream>> streams;
+  const absl::Time start = absl::Now();
+  const int accepted_before = proxy.total_accepted();
+  for (int i = 0; i < kStreams; ++i) {
+    ReconnectingStreamOptions options;
+    options.max_time_without_progress = absl::InfiniteDuration();
+    auto s = testsupport::SeqStream::Start(
+        pool, testsupport::WatchSpec(absl::StrCat("k", i)), options,
+        [&collected, i](tether::test::Event&& e) {
+          collected[i].OnMessage(std::move(e));
+        },
+        [&collected, i](const absl::Status& st) { collected[i].OnDone(st); });
+    ASSERT_TRUE(s.ok()) << s.status();
+    streams.push_back(*std::move(s));
+  }
+  // 16 connections: with the probe schedule (two at once, then 50 ms, x1.6
+  // up to 300 ms, +-20 %) they take at least (16 - 7) x 240 ms.
+  constexpr int kOpens = 16;
+  ASSERT_TRUE(observer->opened.WaitFor(kOpens, absl::Seconds(60)));
+  const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  const int opens = observer->opened.get();
+  const int connects = proxy.total_accepted() - accepted_before;
+  int delivered = 0;
+  for (auto& c : collected) delivered += c.count();
+  std::printf(
+      "GOAWAY at accept: %d connections opened, %d TCP connects in %.2f s "
+      "(%.1f/s); %d streams delivered %d events\n",
+      opens, connects, seconds, connects / seconds, kStreams, delivered);
+  EXPECT_LE(opens, static_cast<int>(seconds / 0.240) + 7);
+  EXPECT_LE(connects, opens + 2);
+  streams.clear();  // no callback after this
+  for (int i = 0; i < kStreams; ++i) {
+    EXPECT_EQ(collected[i].out_of_order(), 0) << "stream " << i;
+    EXPECT_FALSE(collected[i].done().has_value()) << "stream " << i;
+  }
+  EXPECT_GT(delivered, 0);
 }
 
 // One attempt as a stream makes it: pick, stream until the end, release,

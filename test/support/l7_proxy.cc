@@ -2,6 +2,7 @@
 #include "test/support/l7_proxy.h"
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -25,7 +26,8 @@ const char* Binary(L7Proxy::Kind kind) {
 
 std::string NginxConfig(const std::string& dir, int port,
                         const std::vector<int>& backends,
-                        const std::string& timeout) {
+                        const std::string& timeout,
+                        const L7Proxy::Settings& settings) {
   std::string servers;
   for (int b : backends) {
     absl::StrAppend(&servers, "    server 127.0.0.1:", b, ";\n");
@@ -36,13 +38,19 @@ std::string NginxConfig(const std::string& dir, int port,
     absl::StrAppend(&temp_paths, "  ", what, "_temp_path ", dir, "/", what,
                     ";\n");
   }
+  const std::string quota =
+      settings.keepalive_requests > 0
+          ? absl::StrCat("  keepalive_requests ", settings.keepalive_requests,
+                         ";\n")
+          : "";
   return absl::StrCat(
-      "daemon off;\nmaster_process off;\nworker_processes 1;\n"
-      "pid ",
+      "daemon off;\nmaster_process ", settings.reloadable ? "on" : "off",
+      ";\nworker_processes 1;\n",
+      settings.reloadable ? "worker_shutdown_timeout 10s;\n" : "", "pid ",
       dir, "/nginx.pid;\nerror_log ", dir,
       "/error.log warn;\nevents { worker_connections 1024; }\n"
       "http {\n  access_log off;\n",
-      temp_paths, "  upstream backends {\n", servers,
+      quota, temp_paths, "  upstream backends {\n", servers,
       "    keepalive 16;\n  }\n"
       "  server {\n    listen 127.0.0.1:",
       port,
@@ -87,7 +95,7 @@ const char* L7Proxy::Name(Kind kind) {
 }
 
 absl::StatusOr<std::unique_ptr<L7Proxy>> L7Proxy::Start(
-    Kind kind, const std::vector<int>& backends, absl::Duration timeouts) {
+    Kind kind, const std::vector<int>& backends, const Settings& settings) {
   if (!Installed(kind)) {
     return absl::UnavailableError(
         absl::StrCat(Binary(kind), " is not installed"));
@@ -96,15 +104,19 @@ absl::StatusOr<std::unique_ptr<L7Proxy>> L7Proxy::Start(
   char dir[] = "/tmp/tether-proxy-XXXXXX";
   if (mkdtemp(dir) == nullptr) return absl::InternalError("mkdtemp");
   proxy->dir_ = dir;
+  // A master's workers run as nobody: they must reach the temp paths.
+  if (chmod(dir, 0755) != 0) return absl::InternalError("chmod");
+  proxy->reloadable_ = settings.reloadable && kind == Kind::kNginx;
   absl::StatusOr<std::vector<int>> ports = support::FreeLoopbackPorts(1);
   if (!ports.ok()) return ports.status();
   proxy->port_ = (*ports)[0];
   const std::string timeout =
-      absl::StrCat(absl::ToInt64Milliseconds(timeouts), "ms");
+      absl::StrCat(absl::ToInt64Milliseconds(settings.timeouts), "ms");
   std::vector<std::string> argv;
   if (kind == Kind::kNginx) {
     const std::string conf = absl::StrCat(proxy->dir_, "/nginx.conf");
-    std::ofstream(conf) << NginxConfig(proxy->dir_, proxy->port_, backends, timeout);
+    std::ofstream(conf) << NginxConfig(proxy->dir_, proxy->port_, backends,
+                                       timeout, settings);
     argv = {Binary(kind), "-p", proxy->dir_, "-e",
             absl::StrCat(proxy->dir_, "/error.log"), "-c", conf};
   } else {
@@ -128,8 +140,18 @@ absl::StatusOr<std::unique_ptr<L7Proxy>> L7Proxy::Start(
   return proxy;
 }
 
+absl::Status L7Proxy::Reload() {
+  if (!reloadable_) {
+    return absl::FailedPreconditionError("the proxy was not started reloadable");
+  }
+  process_.Signal(SIGHUP);
+  return absl::OkStatus();
+}
+
 L7Proxy::~L7Proxy() {
-  (void)process_.Stop(SIGKILL, absl::Seconds(10));
+  // A master stops its workers on SIGTERM; killed, it would leave them
+  // running.
+  (void)process_.Stop(reloadable_ ? SIGTERM : SIGKILL, absl::Seconds(10));
   const std::string rm = absl::StrCat("rm -rf ", dir_);
   if (!dir_.empty() && std::system(rm.c_str()) != 0) {
     std::fprintf(stderr, "could not remove %s\n", dir_.c_str());

@@ -36,13 +36,35 @@ class L7Proxy {
   // "nginx" or "haproxy".
   static const char* Name(Kind kind);
 
+  struct Settings {
+    // The proxy's read/send (nginx) or client/server (HAProxy) timeouts, in
+    // whole milliseconds.
+    absl::Duration timeouts = absl::Hours(1);
+    // nginx only: `keepalive_requests`, the calls a client connection takes
+    // before nginx says goodbye (a graceful GOAWAY on the last one). 0:
+    // nginx's default (1000).
+    int keepalive_requests = 0;
+    // nginx only: run a master process, so that `Reload()` works as in
+    // production (new workers, the old ones GOAWAY their connections and
+    // finish their calls, for at most `worker_shutdown_timeout` 10 s).
+    bool reloadable = false;
+  };
+
   // Starts the proxy and waits until it accepts connections. UNAVAILABLE
-  // when it is missing or does not come up (with its log). `timeouts`: the
-  // proxy's read/send (nginx) or client/server (HAProxy) timeouts, in whole
-  // milliseconds.
+  // when it is missing or does not come up (with its log).
+  static absl::StatusOr<std::unique_ptr<L7Proxy>> Start(
+      Kind kind, const std::vector<int>& backends, const Settings& settings);
   static absl::StatusOr<std::unique_ptr<L7Proxy>> Start(
       Kind kind, const std::vector<int>& backends,
-      absl::Duration timeouts = absl::Hours(1));
+      absl::Duration timeouts = absl::Hours(1)) {
+    Settings settings;
+    settings.timeouts = timeouts;
+    return Start(kind, backends, settings);
+  }
+  // `nginx -s reload` (SIGHUP to the master). Returns at once; the new
+  // workers take over within milliseconds. FAILED_PRECONDITION unless
+  // started `reloadable`.
+  absl::Status Reload();
   // Kills the proxy and removes its files.
   ~L7Proxy();
   L7Proxy(const L7Proxy&) = delete;
@@ -58,6 +80,7 @@ class L7Proxy {
 
   std::string dir_;
   int port_ = 0;
+  bool reloadable_ = false;
   support::ChildProcess process_;
 };
 

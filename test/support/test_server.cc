@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <climits>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -507,6 +508,13 @@ absl::Status TestServer::Impl::Start() {
     if (o.end_every_n < 0) {
       return absl::InvalidArgumentError("end_every_n must be >= 0");
     }
+    if (o.max_connection_age < absl::Milliseconds(1)) {
+      return absl::InvalidArgumentError("max_connection_age must be >= 1 ms");
+    }
+    if (o.max_connection_age_grace < absl::ZeroDuration()) {
+      return absl::InvalidArgumentError(
+          "max_connection_age_grace must be >= 0");
+    }
     port = port_ != 0 ? port_ : o.port;
     serving = o.serving;
   }
@@ -523,6 +531,21 @@ absl::Status TestServer::Impl::Start() {
   if (credentials == nullptr) credentials = grpc::InsecureServerCredentials();
   builder.AddListeningPort(absl::StrCat(host, ":", port), credentials,
                            &selected);
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    // gRPC takes an int of milliseconds; INT_MAX is its "never".
+    const auto ms = [](absl::Duration d) {
+      return d >= absl::Milliseconds(INT_MAX)
+                 ? INT_MAX
+                 : static_cast<int>(absl::ToInt64Milliseconds(d));
+    };
+    if (options_.max_connection_age != absl::InfiniteDuration()) {
+      builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS,
+                                 ms(options_.max_connection_age));
+      builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS,
+                                 ms(options_.max_connection_age_grace));
+    }
+  }
   builder.RegisterService(run->service.get());
   HandOverToGrpc(run->service.get());
   run->server = builder.BuildAndStart();

@@ -49,6 +49,14 @@ struct TestServerOptions {
   // Health status ("" and "tether.test.SeqStream") right after `Start()`.
   // Default true (SERVING).
   bool serving = true;
+  // gRPC's `GRPC_ARG_MAX_CONNECTION_AGE_MS`: each connection gets a GOAWAY
+  // this long after it was accepted (gRPC adds up to +-10 %), and is closed
+  // `max_connection_age_grace` later, with the calls still on it. Default
+  // infinite (never). A short age is a server that accepts and says goodbye
+  // at once. Valid: >= 1 ms.
+  absl::Duration max_connection_age = absl::InfiniteDuration();
+  // Default infinite. Valid: >= 0.
+  absl::Duration max_connection_age_grace = absl::InfiniteDuration();
   // Listening credentials: `grpc::SslServerCredentials(...)` for TLS or
   // mutual TLS. Default null: insecure.
   std::shared_ptr<grpc::ServerCredentials> credentials;

@@ -192,6 +192,19 @@ struct ReconnectingStreamOptions {
   // 8 resyncs at once).
   std::shared_ptr<ResyncPool> resync_pool;
 
+  // The spread of resyncs: a stream that must resync waits a point drawn
+  // uniformly in [0, this) before its `resync` runs (on top of the backoff
+  // of a resync that follows another without a new item). When a server
+  // compacts and every stream of every client must list again at once, the
+  // listings reach it as a ramp (N / window a second) instead of all at
+  // once; the resync pool still bounds how many run at once in a process.
+  // The resync's own time bound (`max_time_without_progress`) counts from
+  // the end of the wait. Set it once for a process in
+  // `ClientOptions::streams`. Default 0: resync at once; in
+  // [0, kMaxResyncJitter] (10 min).
+  absl::Duration resync_jitter = absl::ZeroDuration();
+  static constexpr absl::Duration kMaxResyncJitter = absl::Minutes(10);
+
   // Time and timers. Default: `SystemClock()`. Tests pass a FakeClock.
   std::shared_ptr<Clock> clock;
 

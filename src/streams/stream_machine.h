@@ -530,6 +530,7 @@ class StreamMachine final : public StreamCore,
   const bool hold_fallback_;
   const absl::Duration handoff_timeout_;
   const absl::Duration migration_jitter_;
+  const absl::Duration resync_jitter_;  // spreads resyncs (BeginResyncLocked)
   const absl::Duration settle_time_;
   const absl::Duration stall_timeout_;  // zero: off
   const absl::Duration open_timeout_;

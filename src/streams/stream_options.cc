@@ -56,6 +56,13 @@ absl::Status Validate(const ReconnectingStreamOptions& o) {
         absl::FormatDuration(ReconnectingStreamOptions::kMaxMigrationJitter),
         "], got ", absl::FormatDuration(o.migration_jitter)));
   }
+  if (o.resync_jitter < absl::ZeroDuration() ||
+      o.resync_jitter > ReconnectingStreamOptions::kMaxResyncJitter) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ReconnectingStreamOptions.resync_jitter must be in [0, ",
+        absl::FormatDuration(ReconnectingStreamOptions::kMaxResyncJitter),
+        "], got ", absl::FormatDuration(o.resync_jitter)));
+  }
   if (o.attempt_settle_time <= absl::ZeroDuration() ||
       o.attempt_settle_time > absl::Hours(1)) {
     return absl::InvalidArgumentError(

@@ -39,6 +39,10 @@ void StreamMachine::BeginResyncLocked(const AttemptRec& asking,
     }
     delay = *d;
   }
+  // Streams told to resync together (a compaction) list as a ramp.
+  if (resync_jitter_ > absl::ZeroDuration()) {
+    delay += gen_.Below(resync_jitter_);
+  }
   ++resyncs_without_progress_;  // at most max_attempts (given up above)
   phase_ = Phase::kResyncing;
   ++resync_epoch_;

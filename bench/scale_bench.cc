@@ -34,6 +34,7 @@
 //   scale_bench [--streams=10000] [--tick_ms=500] [--drain_ms=10000]
 //               [--migrate_on_drain=true] [--reopen_jitter_ms=5]
 //               [--timeout_s=60] [--standby_connections=0]
+//               [--max_streams_per_connection=0] [--max_connections=8]
 //               [--spread_ms=0]
 //
 // The last line is one JSON object: streams, cold_open_all_delivering_ms
@@ -86,6 +87,9 @@ ABSL_FLAG(bool, hold_fallback, true,
 ABSL_FLAG(int, timeout_s, 60, "give up waiting after this long (per phase)");
 ABSL_FLAG(int, standby_connections, 0,
           "ConnectionPoolOptions::standby_connections");
+ABSL_FLAG(int, max_streams_per_connection, 0,
+          "ConnectionPoolOptions::max_streams_per_connection (0: no cap)");
+ABSL_FLAG(int, max_connections, 8, "ConnectionPoolOptions::max_connections");
 ABSL_FLAG(bool, absl_deadlock_detection, false,
           "keep absl::Mutex deadlock detection on (Debian's abseil is built "
           "without NDEBUG, so it is on by default there; the example "
@@ -264,6 +268,9 @@ Rollout RunRollout(absl::Duration migration_jitter) {
   po.target = proxy.address();
   po.observer = pool_log;
   po.standby_connections = absl::GetFlag(FLAGS_standby_connections);
+  po.max_streams_per_connection =
+      absl::GetFlag(FLAGS_max_streams_per_connection);
+  po.max_connections = absl::GetFlag(FLAGS_max_connections);
   auto pool_or = tether::ConnectionPool::Create(po);
   if (!pool_or.ok()) {
     std::fprintf(stderr, "%s\n", pool_or.status().ToString().c_str());
@@ -545,6 +552,8 @@ int main(int argc, char** argv) {
   json.Set("migration_p50_ms", base.p50_ms);
   json.Set("migration_p99_ms", base.p99_ms);
   json.Set("standby_connections", absl::GetFlag(FLAGS_standby_connections));
+  json.Set("max_streams_per_connection",
+           absl::GetFlag(FLAGS_max_streams_per_connection));
   json.Set("violations", base.violations);
   json.Set("gave_up", base.gave_up);
   json.Set("peak_attempts_per_10ms", base.peak);

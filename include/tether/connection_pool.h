@@ -166,6 +166,25 @@ struct ConnectionPoolOptions {
   // [0, 64] and < `max_connections`.
   int standby_connections = 0;
 
+  // A soft cap on the picks (streams, unary calls in progress) one
+  // connection holds: while an endpoint has picks, the pool keeps enough
+  // live connections to it for all of them and the next one at this many
+  // each (opened within `max_connections`, on the probe schedule), and a
+  // pick goes to a connection below the cap (even one still connecting)
+  // before one at it, fewest picks first. When every connection is at the
+  // cap (at `max_connections`, or a burst of picks faster than connections
+  // open) picks still go fewest first, above the cap. Why:
+  // an HTTP/2 server admits a limited number of concurrent streams per
+  // connection (SETTINGS_MAX_CONCURRENT_STREAMS: 100 on many servers and
+  // proxies), and gRPC queues the calls beyond it without a sign; and a
+  // gRPC channel's cost per completed operation grows with the calls it
+  // holds (docs/performance.md, tens of thousands of streams). Counted over
+  // the endpoint's draining connections too, so that streams moving off a
+  // GOAWAY find room. Default 0: no cap (one connection per endpoint, plus
+  // `standby_connections`); in [0, kMaxStreamsPerConnection] (1,000,000).
+  int max_streams_per_connection = 0;
+  static constexpr int kMaxStreamsPerConnection = 1000000;
+
   // A connection that holds no pick for this long is closed (the next pick
   // opens a new one). Default 30 s; > 0, or `absl::InfiniteDuration()` to
   // keep idle connections.

@@ -91,6 +91,14 @@ absl::Status Validate(const ConnectionPoolOptions& o) {
         "max_connections (",
         o.max_connections, "), got ", o.standby_connections));
   }
+  if (o.max_streams_per_connection < 0 ||
+      o.max_streams_per_connection >
+          ConnectionPoolOptions::kMaxStreamsPerConnection) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "connection pool max_streams_per_connection must be in [0, ",
+        ConnectionPoolOptions::kMaxStreamsPerConnection, "] (0: no cap), got ",
+        o.max_streams_per_connection));
+  }
   if (o.idle_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "connection pool idle_timeout must be > 0 (or infinite), got ",

@@ -244,16 +244,30 @@ std::size_t PoolCore::GroupPicksLocked(std::uint64_t group) const {
   return n;
 }
 
+bool PoolCore::GrowsWithPicks() const {
+  return options_.standby_connections > 0 ||
+         options_.max_streams_per_connection > 0;
+}
+
 std::size_t PoolCore::WantedLiveLocked(std::uint64_t group) const {
-  if (options_.standby_connections <= 0 || GroupPicksLocked(group) == 0) {
-    return 1;
+  if (!GrowsWithPicks()) return 1;
+  const std::size_t picks = GroupPicksLocked(group);
+  if (picks == 0) return 1;
+  std::size_t wanted =
+      1 + static_cast<std::size_t>(options_.standby_connections);
+  if (options_.max_streams_per_connection > 0) {
+    // Every pick of the group, on draining connections too (those streams
+    // are moving and need room on the live ones), and room for the next.
+    const auto per = static_cast<std::size_t>(
+        options_.max_streams_per_connection);
+    wanted = std::max(wanted, picks / per + 1);
   }
-  return 1 + static_cast<std::size_t>(options_.standby_connections);
+  return wanted;
 }
 
 bool PoolCore::KeptAsStandbyLocked(const Conn& c) const {
   // Only while the group has streams; without, idle rules apply as usual.
-  return options_.standby_connections > 0 && c.Live() &&
+  return GrowsWithPicks() && c.Live() &&
          GroupPicksLocked(c.group) != 0 &&
          GroupCountLocked(c.group, /*live_only=*/true) <=
              WantedLiveLocked(c.group);
@@ -505,6 +519,7 @@ absl::StatusOr<ConnectionPick> PoolCore::Pick(
         endpoint_picks[entry.second.group] += entry.second.picks;
       }
       int best_tier = 0;
+      bool best_full = false;
       std::size_t best_endpoint_picks = 0;
       for (auto& entry : conns_) {
         Conn& c = entry.second;
@@ -518,15 +533,26 @@ absl::StatusOr<ConnectionPick> PoolCore::Pick(
                               (left != nullptr && c.group == left->group)
                           ? 1
                           : 0;
+        // A connection at `max_streams_per_connection` comes after one
+        // with room, even one still connecting (gRPC holds the call until
+        // it is connected; on the full one it would wait for a stream to
+        // end).
+        const bool full = options_.max_streams_per_connection > 0 &&
+                          c.picks >= static_cast<std::size_t>(
+                                         options_.max_streams_per_connection);
         const std::size_t ep = endpoint_picks[c.group];
         if (best == nullptr || t < best_tier ||
             (t == best_tier &&
-             (rank < best_rank ||
-              (rank == best_rank &&
-               (ep < best_endpoint_picks ||
-                (ep == best_endpoint_picks && c.picks < best->picks)))))) {
+             (full < best_full ||
+              (full == best_full &&
+               (rank < best_rank ||
+                (rank == best_rank &&
+                 (ep < best_endpoint_picks ||
+                  (ep == best_endpoint_picks &&
+                   c.picks < best->picks)))))))) {
           best = &c;
           best_tier = t;
+          best_full = full;
           best_rank = rank;
           best_endpoint_picks = ep;
         }
@@ -596,10 +622,10 @@ absl::StatusOr<ConnectionPick> PoolCore::Pick(
         pick.connection_id = best->id;
         pick.channel = best->link->channel();
         result = std::move(pick);
-        // The group has picks now: open its standby connections (if any
-        // are configured and missing). After the pick, so that this pick
-        // never waits for them.
-        if (options_.standby_connections > 0) {
+        // The group has picks now: open its standby connections and those
+        // `max_streams_per_connection` asks for (if any are configured and
+        // missing). After the pick, so that this pick never waits for them.
+        if (GrowsWithPicks()) {
           ReplaceIfNeededLocked(best->group, later);
         }
       }
@@ -625,9 +651,10 @@ void PoolCore::Release(std::uint64_t connection_id,
       --c.picks;
       const std::uint64_t group = c.group;
       MaybeRetireOrArmLocked(c, later);  // may erase c
-      if (options_.standby_connections > 0 && GroupPicksLocked(group) == 0) {
-        // No streams left in the group: its spares become ordinary idle
-        // connections again.
+      if (GroupPicksLocked(group) == 0 ||
+          options_.max_streams_per_connection > 0) {
+        // Fewer streams in the group: the spares it no longer needs become
+        // ordinary idle connections again (their idle timer decides).
         for (auto& entry : conns_) {
           Conn& other = entry.second;
           if (other.group == group && other.picks == 0 && other.Live() &&

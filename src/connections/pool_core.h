@@ -349,8 +349,12 @@ class PoolCore final : public ConnectionSource,
   // Picks held over the group's connections.
   std::size_t GroupPicksLocked(std::uint64_t group) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // How many live connections the group should have: 1, plus
-  // `standby_connections` while it has picks.
+  // Whether a group's wanted connections grow with its picks
+  // (`standby_connections` or `max_streams_per_connection`).
+  bool GrowsWithPicks() const;
+  // How many live connections the group should have: 1; while it has
+  // picks, 1 + `standby_connections`, or enough for its picks and one more
+  // at `max_streams_per_connection` each, whichever is more.
   std::size_t WantedLiveLocked(std::uint64_t group) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Queues an observer event (in decision order) and its delivery once the

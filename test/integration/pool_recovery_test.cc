@@ -266,6 +266,57 @@ TEST(PoolRecoveryTest, GoawayAtAcceptCostsOneConnectPerProbeInterval) {
   EXPECT_GT(delivered, 0);
 }
 
+// A server that admits 10 streams per connection (HTTP/2
+// SETTINGS_MAX_CONCURRENT_STREAMS, as many servers and proxies set): with
+// `max_streams_per_connection` at that limit, 25 streams started in three
+// waves spread over three connections and every one delivers. Without the
+// cap, the 15 streams beyond the limit wait in gRPC's queue on the one
+// connection and receive nothing. (A burst of picks faster than
+// connections open may go over the cap: it is a soft one.)
+TEST(PoolRecoveryTest, AServersStreamLimitIsMetByMoreConnections) {
+  TestServerOptions so;
+  so.max_concurrent_streams = 10;
+  TestServer server(so);
+  ASSERT_TRUE(server.Start().ok());
+  auto observer = std::make_shared<Observer>();
+  ConnectionPoolOptions o;
+  o.target = server.address();
+  o.observer = observer;
+  o.max_streams_per_connection = 10;
+  auto pool = MakePool(o);
+  ASSERT_NE(pool, nullptr);
+
+  constexpr int kStreams = 25;
+  std::vector<testsupport::Collector> collected(kStreams);
+  std::vector<std::unique_ptr<testsupport::SeqStream>> streams;
+  for (int wave_end : {10, 20, kStreams}) {
+    const int wave_start = static_cast<int>(streams.size());
+    for (int i = wave_start; i < wave_end; ++i) {
+      auto s = testsupport::SeqStream::Start(
+          pool, testsupport::WatchSpec(absl::StrCat("k", i)),
+          ReconnectingStreamOptions(),
+          [&collected, i](tether::test::Event&& e) {
+            collected[i].OnMessage(std::move(e));
+          },
+          [&collected, i](const absl::Status& st) {
+            collected[i].OnDone(st);
+          });
+      ASSERT_TRUE(s.ok()) << s.status();
+      streams.push_back(*std::move(s));
+    }
+    for (int i = wave_start; i < wave_end; ++i) {
+      EXPECT_TRUE(collected[i].WaitForMoreFrom("", 3, kWait))
+          << "stream " << i << " received " << collected[i].count();
+    }
+  }
+  EXPECT_EQ(pool->Stats().open, 3u);
+  EXPECT_EQ(server.stats().open_streams, kStreams);
+  streams.clear();
+  for (int i = 0; i < kStreams; ++i) {
+    EXPECT_EQ(collected[i].out_of_order(), 0) << "stream " << i;
+  }
+}
+
 // One attempt as a stream makes it: pick, stream until the end, release,
 // report an unannounced end (on this thread, after the release).
 struct AttemptResult {

@@ -511,6 +511,9 @@ absl::Status TestServer::Impl::Start() {
     if (o.max_connection_age < absl::Milliseconds(1)) {
       return absl::InvalidArgumentError("max_connection_age must be >= 1 ms");
     }
+    if (o.max_concurrent_streams < 0) {
+      return absl::InvalidArgumentError("max_concurrent_streams must be >= 0");
+    }
     if (o.max_connection_age_grace < absl::ZeroDuration()) {
       return absl::InvalidArgumentError(
           "max_connection_age_grace must be >= 0");
@@ -539,6 +542,10 @@ absl::Status TestServer::Impl::Start() {
                  ? INT_MAX
                  : static_cast<int>(absl::ToInt64Milliseconds(d));
     };
+    if (options_.max_concurrent_streams > 0) {
+      builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
+                                 options_.max_concurrent_streams);
+    }
     if (options_.max_connection_age != absl::InfiniteDuration()) {
       builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS,
                                  ms(options_.max_connection_age));

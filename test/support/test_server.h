@@ -57,6 +57,11 @@ struct TestServerOptions {
   absl::Duration max_connection_age = absl::InfiniteDuration();
   // Default infinite. Valid: >= 0.
   absl::Duration max_connection_age_grace = absl::InfiniteDuration();
+  // gRPC's `GRPC_ARG_MAX_CONCURRENT_STREAMS`: the calls one connection may
+  // hold at once (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS); a client's calls
+  // beyond it wait in gRPC's queue until one ends. Default 0 (gRPC's: no
+  // limit). Valid: >= 0.
+  int max_concurrent_streams = 0;
   // Listening credentials: `grpc::SslServerCredentials(...)` for TLS or
   // mutual TLS. Default null: insecure.
   std::shared_ptr<grpc::ServerCredentials> credentials;

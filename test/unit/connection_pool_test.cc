@@ -1586,6 +1586,130 @@ TEST_F(PoolStandbyTest, ZeroStandbyKeepsOneConnection) {
   EXPECT_EQ(driver_.opened(), 1u);
 }
 
+// --- A cap on the streams of one connection -------------------------------
+
+TEST(ConnectionPoolOptionsTest, MaxStreamsPerConnectionDefaultAndExtremes) {
+  ConnectionPoolOptions o;
+  o.target = "t:1";
+  EXPECT_EQ(o.max_streams_per_connection, 0);
+  for (int good : {0, 1, 100, ConnectionPoolOptions::kMaxStreamsPerConnection}) {
+    o.max_streams_per_connection = good;
+    EXPECT_TRUE(Validate(o).ok()) << good << ": " << Validate(o);
+  }
+  for (int bad : {-1, ConnectionPoolOptions::kMaxStreamsPerConnection + 1,
+                  std::numeric_limits<int>::max(),
+                  std::numeric_limits<int>::min()}) {
+    o.max_streams_per_connection = bad;
+    const absl::Status s = Validate(o);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(std::string(s.message()),
+                HasSubstr("max_streams_per_connection must be in [0, 1000000]"));
+    EXPECT_EQ(ConnectionPool::Create(o).status().code(),
+              absl::StatusCode::kInvalidArgument);
+  }
+}
+
+class PoolStreamCapTest : public PoolCoreTest {
+ protected:
+  void MakeCapped(int per_connection, int max_connections = 8) {
+    ConnectionPoolOptions o;
+    o.target = "svc.example:443";
+    o.max_streams_per_connection = per_connection;
+    o.max_connections = max_connections;
+    Make(std::move(o));
+  }
+  // `n` streams picked one after another; each connection the pool opens
+  // meanwhile becomes READY before the next pick.
+  void PickServing(int n) {
+    for (int i = 0; i < n; ++i) {
+      auto l = std::make_shared<Listener>();
+      picked_.emplace_back(l, MustPick(l));
+      while (served_ < driver_.opened()) Serve(++served_);
+    }
+  }
+  std::map<std::uint64_t, int> PicksPerConnection() const {
+    std::map<std::uint64_t, int> per;
+    for (const auto& [l, id] : picked_) ++per[id];
+    return per;
+  }
+  std::vector<std::pair<std::shared_ptr<Listener>, std::uint64_t>> picked_;
+  std::size_t served_ = 0;
+};
+
+TEST_F(PoolStreamCapTest, StreamsSpreadOverConnectionsAtTheCap) {
+  MakeCapped(10);
+  PickServing(30);
+  // A connection opens once the group's picks fill the others, so the
+  // next pick finds room: three hold 10 each, a fourth waits empty.
+  EXPECT_EQ(driver_.opened(), 4u);
+  const std::map<std::uint64_t, int> per = PicksPerConnection();
+  ASSERT_EQ(per.size(), 3u);
+  for (const auto& [id, n] : per) EXPECT_EQ(n, 10) << "connection " << id;
+}
+
+TEST_F(PoolStreamCapTest, APickPrefersAConnectingConnectionToAFullOne) {
+  MakeCapped(10);
+  Serve(1);
+  for (int i = 0; i < 10; ++i) {
+    auto l = std::make_shared<Listener>();
+    picked_.emplace_back(l, MustPick(l));
+  }
+  ASSERT_EQ(driver_.opened(), 2u);  // room for the next, still connecting
+  auto next = std::make_shared<Listener>();
+  EXPECT_EQ(MustPick(next), 2u);
+}
+
+TEST_F(PoolStreamCapTest, AboveMaxConnectionsPicksStillSpreadFewestFirst) {
+  MakeCapped(10, /*max_connections=*/2);
+  PickServing(50);
+  EXPECT_EQ(driver_.opened(), 2u);  // never above max_connections
+  const std::map<std::uint64_t, int> per = PicksPerConnection();
+  ASSERT_EQ(per.size(), 2u);
+  for (const auto& [id, n] : per) EXPECT_EQ(n, 25) << "connection " << id;
+}
+
+TEST_F(PoolStreamCapTest, StreamsLeavingAGoawayFindRoom) {
+  MakeCapped(10);
+  PickServing(30);
+  ASSERT_EQ(driver_.opened(), 4u);  // three full, one with room
+  // Connection 1 drains: its streams count until they leave, so the pool
+  // opens a replacement for their share.
+  core_->OnLinkState(1, LinkState::kIdle);
+  EXPECT_EQ(driver_.opened(), 5u);
+  Serve(5);
+  for (auto& [l, id] : picked_) {
+    if (id != 1) continue;
+    const std::uint64_t to = MustPick(l);
+    EXPECT_NE(to, 1u);
+    core_->Release(1, l);
+    id = to;
+  }
+  const std::map<std::uint64_t, int> per = PicksPerConnection();
+  EXPECT_EQ(per.count(1), 0u);
+  for (const auto& [id, n] : per) EXPECT_LE(n, 10) << "connection " << id;
+}
+
+TEST_F(PoolStreamCapTest, ConnectionsNoLongerNeededCloseWhenIdle) {
+  MakeCapped(10);  // idle_timeout 30 s
+  PickServing(30);
+  ASSERT_EQ(driver_.opened(), 4u);
+  // Streams end until one connection's share is left: connection 1 is full,
+  // so one spare with room stays.
+  for (auto& [l, id] : picked_) {
+    if (id != 1) core_->Release(id, l);
+  }
+  clock_->AdvanceBy(absl::Seconds(30));
+  EXPECT_EQ(core_->Stats().open, 2u);
+  auto one = std::find_if(picked_.begin(), picked_.end(),
+                          [](const auto& p) { return p.second == 1; });
+  ASSERT_NE(one, picked_.end());
+  core_->Release(1, one->first);  // 9 left: room on connection 1
+  clock_->AdvanceBy(absl::Seconds(30));
+  EXPECT_TRUE(core_->IsOpen(1));
+  EXPECT_EQ(core_->Stats().open, 1u);
+  EXPECT_EQ(driver_.opened(), 4u);
+}
+
 TEST(DrainFanOutTest, BoundedConcurrency) {
   EXPECT_EQ(internal::DrainFanOut(0), 1u);
   EXPECT_EQ(internal::DrainFanOut(internal::kDrainFanOutMinListeners - 1), 1u);

@@ -328,6 +328,19 @@ class StreamMachine final : public StreamCore,
 
   void OnMigrationTimerLocked(Work& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  // Arms the migration timer for the spread's point, `point` from now. When
+  // it fires more than `kLateSpreadPoint` after it was due (a timer thread
+  // that fell behind fires its backlog at once, and those moves would reach
+  // the servers as the spike the spread is for), a point that was not
+  // `redrawn` yet is put off, once, by as long as it was late: the backlog
+  // then starts at the pace its points were drawn, after the stretch it
+  // missed.
+  void ArmSpreadPointLocked(absl::Duration point, bool redrawn)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnSpreadPointLocked(absl::Time due, bool redrawn, Work& w)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static constexpr absl::Duration kLateSpreadPoint = absl::Milliseconds(5);
+
   // Whether a move waits in the spread window (see `EndFacts::spread_wait`).
   bool SpreadingLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

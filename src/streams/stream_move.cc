@@ -26,8 +26,7 @@ void StreamMachine::MaybeMigrateLocked(bool now, Work& w) {
       // Spread the moves of many streams leaving one connection: this one
       // starts at a point of the window drawn once, and its attempt keeps
       // delivering meanwhile.
-      ArmMigrationTimerLocked(gen_.Below(migration_jitter_));
-      spreading_ = true;
+      ArmSpreadPointLocked(gen_.Below(migration_jitter_), /*redrawn=*/false);
       return;
     }
   }
@@ -42,6 +41,35 @@ void StreamMachine::ArmMigrationTimerLocked(absl::Duration delay) {
 void StreamMachine::OnMigrationTimerLocked(Work& w) {
   spreading_ = false;
   MaybeMigrateLocked(/*now=*/true, w);
+}
+
+void StreamMachine::ArmSpreadPointLocked(absl::Duration point,
+                                         bool redrawn) {
+  // The due time and the redraw travel with the firing: no field per stream.
+  using SpreadFn = void (StreamMachine::*)(absl::Time, bool, Work&);
+  const SpreadFn on_fire = &StreamMachine::OnSpreadPointLocked;
+  std::weak_ptr<StreamMachine> weak = this->shared_from_this();
+  TimerSlot* const at = &migration_timer_;
+  const absl::Time due = clock_->Now() + point;
+  at->Arm(*clock_, point,
+          [weak, at, on_fire, due, redrawn](TimerSlot::Shot shot) {
+            if (auto self = weak.lock()) {
+              self->OnTimer([&](Work& w) {
+                if (at->Claim(shot)) (self.get()->*on_fire)(due, redrawn, w);
+              });
+            }
+          });
+  spreading_ = true;
+}
+
+void StreamMachine::OnSpreadPointLocked(absl::Time due, bool redrawn,
+                                        Work& w) {
+  const absl::Duration late = clock_->Now() - due;
+  if (!redrawn && late > kLateSpreadPoint) {
+    ArmSpreadPointLocked(late, /*redrawn=*/true);
+    return;
+  }
+  OnMigrationTimerLocked(w);
 }
 
 bool StreamMachine::SpreadingLocked() const {

@@ -5,8 +5,10 @@
 // repeated meanwhile. Fake attempts, fake connections, the fake clock of
 // the shared stream fixture; nothing here opens a socket or sleeps.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -72,6 +74,77 @@ TEST_F(MigrationSpreadTest, MovesSpreadUniformlyOverTheWindow) {
   }
   EXPECT_EQ(events_->gave_up(), 0);
   EXPECT_TRUE(events_->backoffs().empty());
+}
+
+// A timer thread that falls behind (a starved process): the timers that
+// fall due while it is held fire together when it is let go, at that time.
+class HeldTimerClock final : public Clock {
+ public:
+  explicit HeldTimerClock(std::shared_ptr<fakes::FakeClock> fake)
+      : fake_(std::move(fake)) {}
+  absl::Time Now() override { return fake_->Now(); }
+  TimerId RunAfter(absl::Duration delay, std::function<void()> fn) override {
+    return fake_->RunAfter(delay, [this, fn = std::move(fn)]() mutable {
+      if (holding_) {
+        held_.push_back(std::move(fn));
+      } else {
+        fn();
+      }
+    });
+  }
+  bool Cancel(TimerId id) override { return fake_->Cancel(id); }
+  void Hold() { holding_ = true; }
+  void LetGo() {
+    holding_ = false;
+    std::vector<std::function<void()>> backlog = std::move(held_);
+    held_.clear();
+    for (auto& fn : backlog) fn();
+  }
+
+ private:
+  const std::shared_ptr<fakes::FakeClock> fake_;
+  bool holding_ = false;  // the test's thread only
+  std::vector<std::function<void()>> held_;
+};
+
+// The points a late timer thread fires together are put off by as long as
+// they were late, so the moves still reach the servers as a ramp.
+TEST_F(MigrationSpreadTest, LatePointsArePutOffByTheirLateness) {
+  constexpr int kStreams = 400;
+  options_.migration_jitter = absl::Seconds(1);
+  auto held = std::make_shared<HeldTimerClock>(clock_);
+  options_.clock = held;
+  std::vector<std::unique_ptr<Stream>> streams;
+  for (int i = 0; i < kStreams; ++i) {
+    options_.random_seed = 1000 + i;
+    streams.push_back(Start(SeqSpec()));
+    transport_->attempt(i)->Send(M(1));
+  }
+  source_->Drain(1);
+  held->Hold();
+  clock_->AdvanceBy(absl::Milliseconds(500));  // about half fall due
+  ASSERT_EQ(transport_->attempt_count(), static_cast<std::size_t>(kStreams));
+  held->LetGo();
+  // Only the points late by at most 5 ms (about 1 % of them) start now;
+  // without putting them off, about 200 would.
+  const std::size_t at_once = transport_->attempt_count() - kStreams;
+  EXPECT_LE(at_once, 10u);
+  // The rest: the window's second half (about 40 per 100 ms) and the
+  // overdue ones, each put off by its lateness: the first half's pace again
+  // (about 40 per 100 ms).
+  std::size_t seen = transport_->attempt_count();
+  for (int b = 0; b < 5; ++b) {
+    clock_->AdvanceBy(absl::Milliseconds(100));
+    const std::size_t started = transport_->attempt_count() - seen;
+    EXPECT_LE(started, 120u) << "bucket " << b;
+    seen = transport_->attempt_count();
+  }
+  EXPECT_EQ(seen, 2u * kStreams) << "every stream moved";
+  for (std::size_t i = kStreams; i < 2u * kStreams; ++i) {
+    EXPECT_EQ(transport_->attempt(i)->request().after, 1u);
+  }
+  streams.clear();
+  clock_->RunDue();
 }
 
 // A server that cancels its streams before its GOAWAY leaves nothing to

@@ -205,6 +205,27 @@ TEST(PoolRecoveryTest, NotServingServerCostsOneConnectPerProbeInterval) {
   EXPECT_LE(told_after, absl::Milliseconds(500));
 }
 
+// Watches `k0`, `k1`, ... over one pool, each with a collector of what it
+// delivered. The streams go first, so no callback outlives the collectors.
+struct Watches {
+  explicit Watches(int n) : collected(n) {}
+  // Starts watches `streams.size()` .. `to - 1`.
+  void StartUpTo(int to, const std::shared_ptr<ConnectionPool>& pool,
+                 const ReconnectingStreamOptions& options) {
+    for (int i = static_cast<int>(streams.size()); i < to; ++i) {
+      testsupport::Collector* c = &collected[i];
+      auto s = testsupport::SeqStream::Start(
+          pool, testsupport::WatchSpec(absl::StrCat("k", i)), options,
+          [c](tether::test::Event&& e) { c->OnMessage(std::move(e)); },
+          [c](const absl::Status& st) { c->OnDone(st); });
+      ASSERT_TRUE(s.ok()) << s.status();
+      streams.push_back(*std::move(s));
+    }
+  }
+  std::vector<testsupport::Collector> collected;
+  std::vector<std::unique_ptr<testsupport::SeqStream>> streams;
+};
+
 // A server that says goodbye to each connection right after accepting
 // it (gRPC's max connection age, 20 ms, then its calls are cut 20 ms
 // later), under streams that need a connection all the time: every
@@ -227,22 +248,12 @@ TEST(PoolRecoveryTest, GoawayAtAcceptCostsOneConnectPerProbeInterval) {
   ASSERT_NE(pool, nullptr);
 
   constexpr int kStreams = 8;
-  std::vector<testsupport::Collector> collected(kStreams);
-  std::vector<std::unique_ptr<testsupport::SeqStream>> streams;
+  Watches w(kStreams);
   const absl::Time start = absl::Now();
   const int accepted_before = proxy.total_accepted();
-  for (int i = 0; i < kStreams; ++i) {
-    ReconnectingStreamOptions options;
-    options.max_time_without_progress = absl::InfiniteDuration();
-    auto s = testsupport::SeqStream::Start(
-        pool, testsupport::WatchSpec(absl::StrCat("k", i)), options,
-        [&collected, i](tether::test::Event&& e) {
-          collected[i].OnMessage(std::move(e));
-        },
-        [&collected, i](const absl::Status& st) { collected[i].OnDone(st); });
-    ASSERT_TRUE(s.ok()) << s.status();
-    streams.push_back(*std::move(s));
-  }
+  ReconnectingStreamOptions options;
+  options.max_time_without_progress = absl::InfiniteDuration();
+  ASSERT_NO_FATAL_FAILURE(w.StartUpTo(kStreams, pool, options));
   // 16 connections: with the probe schedule (two at once, then 50 ms, x1.6
   // up to 300 ms, +-20 %) they take at least (16 - 7) x 240 ms.
   constexpr int kOpens = 16;
@@ -251,17 +262,17 @@ TEST(PoolRecoveryTest, GoawayAtAcceptCostsOneConnectPerProbeInterval) {
   const int opens = observer->opened.get();
   const int connects = proxy.total_accepted() - accepted_before;
   int delivered = 0;
-  for (auto& c : collected) delivered += c.count();
+  for (auto& c : w.collected) delivered += c.count();
   std::printf(
       "GOAWAY at accept: %d connections opened, %d TCP connects in %.2f s "
       "(%.1f/s); %d streams delivered %d events\n",
       opens, connects, seconds, connects / seconds, kStreams, delivered);
   EXPECT_LE(opens, static_cast<int>(seconds / 0.240) + 7);
   EXPECT_LE(connects, opens + 2);
-  streams.clear();  // no callback after this
+  w.streams.clear();  // no callback after this
   for (int i = 0; i < kStreams; ++i) {
-    EXPECT_EQ(collected[i].out_of_order(), 0) << "stream " << i;
-    EXPECT_FALSE(collected[i].done().has_value()) << "stream " << i;
+    EXPECT_EQ(w.collected[i].out_of_order(), 0) << "stream " << i;
+    EXPECT_FALSE(w.collected[i].done().has_value()) << "stream " << i;
   }
   EXPECT_GT(delivered, 0);
 }
@@ -287,33 +298,21 @@ TEST(PoolRecoveryTest, AServersStreamLimitIsMetByMoreConnections) {
   ASSERT_NE(pool, nullptr);
 
   constexpr int kStreams = 25;
-  std::vector<testsupport::Collector> collected(kStreams);
-  std::vector<std::unique_ptr<testsupport::SeqStream>> streams;
+  Watches w(kStreams);
   for (int wave_end : {10, 20, kStreams}) {
-    const int wave_start = static_cast<int>(streams.size());
+    const int wave_start = static_cast<int>(w.streams.size());
+    ASSERT_NO_FATAL_FAILURE(
+        w.StartUpTo(wave_end, pool, ReconnectingStreamOptions()));
     for (int i = wave_start; i < wave_end; ++i) {
-      auto s = testsupport::SeqStream::Start(
-          pool, testsupport::WatchSpec(absl::StrCat("k", i)),
-          ReconnectingStreamOptions(),
-          [&collected, i](tether::test::Event&& e) {
-            collected[i].OnMessage(std::move(e));
-          },
-          [&collected, i](const absl::Status& st) {
-            collected[i].OnDone(st);
-          });
-      ASSERT_TRUE(s.ok()) << s.status();
-      streams.push_back(*std::move(s));
-    }
-    for (int i = wave_start; i < wave_end; ++i) {
-      EXPECT_TRUE(collected[i].WaitForMoreFrom("", 3, kWait))
-          << "stream " << i << " received " << collected[i].count();
+      EXPECT_TRUE(w.collected[i].WaitForMoreFrom("", 3, kWait))
+          << "stream " << i << " received " << w.collected[i].count();
     }
   }
   EXPECT_EQ(pool->Stats().open, 3u);
   EXPECT_EQ(server.stats().open_streams, kStreams);
-  streams.clear();
+  w.streams.clear();  // no callback after this
   for (int i = 0; i < kStreams; ++i) {
-    EXPECT_EQ(collected[i].out_of_order(), 0) << "stream " << i;
+    EXPECT_EQ(w.collected[i].out_of_order(), 0) << "stream " << i;
   }
 }
 

@@ -32,16 +32,6 @@ using ::testing::HasSubstr;
 constexpr absl::Duration kListing = absl::Milliseconds(20);
 constexpr std::uint64_t kListedUpTo = 100;
 
-// A stream whose every end with OUT_OF_RANGE (a compaction) asks `resync`.
-Stream::Spec WithResync(Stream::Spec spec,
-                        std::function<void(ResyncDone)> resync) {
-  spec.resync_on_end = [](const absl::Status& s) {
-    return s.code() == absl::StatusCode::kOutOfRange;
-  };
-  spec.resync = std::move(resync);
-  return spec;
-}
-
 class ResyncSpreadTest : public StreamFixture {
  protected:
   // A listing that takes `kListing` on the fake clock (it holds its pool

@@ -364,6 +364,16 @@ class EachKind : public StreamFixture {
   auto StartDefault() { return StartOf(Kind()); }
 };
 
+// A stream whose every end with OUT_OF_RANGE (a compaction) asks `resync`.
+inline Stream::Spec WithResync(Stream::Spec spec,
+                               std::function<void(ResyncDone)> resync) {
+  spec.resync_on_end = [](const absl::Status& s) {
+    return s.code() == absl::StatusCode::kOutOfRange;
+  };
+  spec.resync = std::move(resync);
+  return spec;
+}
+
 using StreamKinds = ::testing::Types<ServerKind, BidiKind>;
 
 // "Server" and "Bidi" in the test names.

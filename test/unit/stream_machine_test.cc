@@ -29,16 +29,6 @@ using ::testing::HasSubstr;
 
 class StreamMachineTest : public StreamFixture {};
 
-// A stream whose every end with OUT_OF_RANGE asks `resync`.
-Stream::Spec WithResync(Stream::Spec spec,
-                        std::function<void(ResyncDone)> resync) {
-  spec.resync_on_end = [](const absl::Status& s) {
-    return s.code() == absl::StatusCode::kOutOfRange;
-  };
-  spec.resync = std::move(resync);
-  return spec;
-}
-
 // --- The attempt after a resync says so ------------------------------------
 
 TEST_F(StreamMachineTest, TheAttemptAfterAResyncReportsReasonResync) {

@@ -448,6 +448,9 @@ class TETHER_API ConnectionPool final : public ConnectionSource {
   // True iff connection `connection_id` is open and READY right now
   // (draining or suspect included); false for retired or unknown ids.
   bool IsConnected(std::uint64_t connection_id) override;
+  // The streams leaving one draining connection get points that cover the
+  // spread window evenly, in an order offset at random per connection.
+  absl::optional<double> SpreadShare(std::uint64_t connection_id) override;
 
   ConnectionPoolStats Stats() const;
 

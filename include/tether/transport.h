@@ -15,6 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/optional.h"
 #include "tether/classification.h"
 #include "tether/observer.h"
 #include "tether/position.h"
@@ -109,6 +110,17 @@ class ConnectionSource {
   // this holds: a call may sit open on a connection that never connected.
   // Default: true (a source that cannot tell).
   virtual bool IsConnected(std::uint64_t /*connection_id*/) { return true; }
+
+  // Where a stream leaving draining `connection_id` starts its replacement
+  // within its spread window (`migration_jitter`), as a fraction in [0, 1);
+  // asked once per stream told of the drain. A source that answers can fill
+  // the window evenly for the streams leaving one connection, where their
+  // independent draws would bunch (`ConnectionPool` does). Default: no
+  // answer (the stream draws its point at random).
+  virtual absl::optional<double> SpreadShare(
+      std::uint64_t /*connection_id*/) {
+    return absl::nullopt;
+  }
 };
 
 // A source with exactly one channel: every pick is that channel (id 1). It

@@ -242,6 +242,11 @@ bool ConnectionPool::IsConnected(std::uint64_t connection_id) {
   return core_->IsConnected(connection_id);
 }
 
+absl::optional<double> ConnectionPool::SpreadShare(
+    std::uint64_t connection_id) {
+  return core_->SpreadShare(connection_id);
+}
+
 ConnectionPoolStats ConnectionPool::Stats() const { return core_->Stats(); }
 
 absl::Status ConnectionPool::SetEndpoints(std::vector<Endpoint> endpoints) {

@@ -1187,6 +1187,17 @@ bool PoolCore::IsConnected(std::uint64_t connection_id) {
   return it != conns_.end() && it->second.state == LinkState::kReady;
 }
 
+absl::optional<double> PoolCore::SpreadShare(std::uint64_t connection_id) {
+  MutexLock lock(&mu_);
+  auto it = conns_.find(connection_id);
+  if (it == conns_.end()) return absl::nullopt;
+  Conn& c = it->second;
+  if (!c.spread) {
+    c.spread.emplace(std::uniform_real_distribution<double>(0.0, 1.0)(rng_));
+  }
+  return c.spread->Next();
+}
+
 void PoolCore::Shutdown() {
   Deferred later;  // runs after the lock is released
   {

@@ -27,7 +27,9 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "absl/types/optional.h"
 #include "connections/serial_calls.h"
+#include "connections/spread_order.h"
 #include "tether/clock.h"
 #include "tether/connection_pool.h"
 #include "tether/endpoints.h"
@@ -188,6 +190,9 @@ class PoolCore final : public ConnectionSource,
   // True iff connection `connection_id` is open and its state is READY
   // (draining and suspect connections included: this is about transport).
   bool IsConnected(std::uint64_t connection_id) override;
+  // The next point of the connection's `SpreadOrder` (its offset drawn at
+  // the first ask); none for an id that is not open.
+  absl::optional<double> SpreadShare(std::uint64_t connection_id) override;
 
   // Whether connection `id` is open, for tests.
   bool IsOpen(std::uint64_t id);
@@ -235,6 +240,8 @@ class PoolCore final : public ConnectionSource,
     absl::Time escape_at = absl::InfinitePast();
     // A call was refused on it while it counted as an escape (once).
     bool escape_refused = false;
+    // Where its leaving streams start their moves; from the first ask.
+    absl::optional<SpreadOrder> spread;
     bool Live() const { return !draining && !suspect; }
   };
   // One endpoint (the target, one address, or one address of the set), with

@@ -61,6 +61,11 @@ StreamStats StreamMachine::stats() {
 
 void StreamMachine::OnConnectionDraining(std::uint64_t connection_id,
                                          absl::string_view why) {
+  // Asked before the lock: the source takes its own (see SpreadShare).
+  const absl::optional<double> share =
+      migration_jitter_ > absl::ZeroDuration()
+          ? source_->SpreadShare(connection_id)
+          : absl::nullopt;
   Work w;
   {
     MutexLock lock(&mu_);
@@ -82,7 +87,7 @@ void StreamMachine::OnConnectionDraining(std::uint64_t connection_id,
     Notify(w, [connection_id, reason](StreamObserver& o) {
       o.OnConnectionDraining(connection_id, reason);
     });
-    MaybeMigrateLocked(/*now=*/false, w);
+    MaybeMigrateLocked(/*now=*/false, w, share);
   }
   Flush(w);
 }
@@ -199,14 +204,8 @@ void StreamMachine::MaybeFinalizeLocked() {
 
 void StreamMachine::ArmLocked(TimerSlot& slot, absl::Duration delay,
                               TimerFn on_fire) {
-  std::weak_ptr<StreamMachine> weak = this->shared_from_this();
-  TimerSlot* const at = &slot;  // a member: lives as long as the stream
-  slot.Arm(*clock_, delay, [weak, at, on_fire](TimerSlot::Shot shot) {
-    if (auto self = weak.lock()) {
-      self->OnTimer([&](Work& w) {
-        if (at->Claim(shot)) (self.get()->*on_fire)(w);
-      });
-    }
+  ArmSlotLocked(slot, delay, [on_fire](StreamMachine& self, Work& w) {
+    (self.*on_fire)(w);
   });
 }
 

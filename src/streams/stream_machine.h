@@ -317,9 +317,12 @@ class StreamMachine final : public StreamCore,
   // Moves off a draining connection, make before break. `now`: the spread
   // (if any) has been waited out. Without `now`, a move off an attempt that
   // still delivers (its connection drains, or its server sent a notice)
-  // waits for a point drawn in [0, `migration_jitter`); a stalled attempt
-  // serves nothing and moves at once.
-  void MaybeMigrateLocked(bool now, Work& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // waits for a point of [0, `migration_jitter`): `share` of the window when
+  // the source gave one (`ConnectionSource::SpreadShare`), else drawn at
+  // random; a stalled attempt serves nothing and moves at once.
+  void MaybeMigrateLocked(bool now, Work& w,
+                          absl::optional<double> share = absl::nullopt)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Arms the migration timer for a move that is not spread (a retry, a
   // backoff, the notice pace).
@@ -509,6 +512,23 @@ class StreamMachine final : public StreamCore,
   using TimerFn = void (StreamMachine::*)(Work&);
   void ArmLocked(TimerSlot& slot, absl::Duration delay, TimerFn on_fire)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // The same with the arguments a firing carries: `fire(*this, w)`, where
+  // `fire` calls a member through a pointer (the thread-safety analysis
+  // does not see the lock held inside a lambda).
+  template <class Fire>
+  void ArmSlotLocked(TimerSlot& slot, absl::Duration delay, Fire fire)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    std::weak_ptr<StreamMachine> weak = this->shared_from_this();
+    TimerSlot* const at = &slot;  // a member: lives as long as the stream
+    slot.Arm(*clock_, delay, [weak, at, fire](TimerSlot::Shot shot) {
+      if (auto self = weak.lock()) {
+        self->OnTimer([&](Work& w) {
+          if (at->Claim(shot)) fire(*self, w);
+        });
+      }
+    });
+  }
 
   // The same for one of an attempt's timers (`rec->*slot`).
   using AttemptTimerFn =

@@ -2,12 +2,15 @@
 //
 // Moving off an attempt whose connection drains or that went silent, make
 // before break: the replacement, the hand-off, the fallback and its hold.
+#include <algorithm>
+
 #include "streams/stream_machine.h"
 
 namespace tether {
 namespace internal {
 
-void StreamMachine::MaybeMigrateLocked(bool now, Work& w) {
+void StreamMachine::MaybeMigrateLocked(bool now, Work& w,
+                                       absl::optional<double> share) {
   if (phase_ != Phase::kRunning || starting_) return;
   if (!current_ || !current_->running() || !current_->leaving()) {
     return;
@@ -24,9 +27,14 @@ void StreamMachine::MaybeMigrateLocked(bool now, Work& w) {
     if (migration_timer_.armed()) return;  // a move is already scheduled
     if (migration_jitter_ > absl::ZeroDuration() && !current_->stalled) {
       // Spread the moves of many streams leaving one connection: this one
-      // starts at a point of the window drawn once, and its attempt keeps
-      // delivering meanwhile.
-      ArmSpreadPointLocked(gen_.Below(migration_jitter_), /*redrawn=*/false);
+      // starts at one point of the window (where the source puts it, so
+      // that they fill the window evenly, or at random), and its attempt
+      // keeps delivering meanwhile.
+      const absl::Duration point =
+          share ? std::min(migration_jitter_ * std::max(*share, 0.0),
+                           migration_jitter_)
+                : gen_.Below(migration_jitter_);
+      ArmSpreadPointLocked(point, /*redrawn=*/false);
       return;
     }
   }
@@ -48,17 +56,11 @@ void StreamMachine::ArmSpreadPointLocked(absl::Duration point,
   // The due time and the redraw travel with the firing: no field per stream.
   using SpreadFn = void (StreamMachine::*)(absl::Time, bool, Work&);
   const SpreadFn on_fire = &StreamMachine::OnSpreadPointLocked;
-  std::weak_ptr<StreamMachine> weak = this->shared_from_this();
-  TimerSlot* const at = &migration_timer_;
   const absl::Time due = clock_->Now() + point;
-  at->Arm(*clock_, point,
-          [weak, at, on_fire, due, redrawn](TimerSlot::Shot shot) {
-            if (auto self = weak.lock()) {
-              self->OnTimer([&](Work& w) {
-                if (at->Claim(shot)) (self.get()->*on_fire)(due, redrawn, w);
-              });
-            }
-          });
+  ArmSlotLocked(migration_timer_, point,
+                [on_fire, due, redrawn](StreamMachine& self, Work& w) {
+                  (self.*on_fire)(due, redrawn, w);
+                });
   spreading_ = true;
 }
 

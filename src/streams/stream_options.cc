@@ -6,6 +6,8 @@
 
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "policies/out_of_range.h"
 #include "tether/internal/stream_core.h"
 #include "tether/resync_pool.h"
 
@@ -21,6 +23,24 @@ ReconnectingStreamOptions& ReconnectingStreamOptions::operator=(
     const ReconnectingStreamOptions&) = default;
 ReconnectingStreamOptions& ReconnectingStreamOptions::operator=(
     ReconnectingStreamOptions&&) noexcept = default;
+
+namespace {
+
+// A spread window (`migration_jitter`, `resync_jitter`): in [0, max].
+struct Window {
+  absl::string_view field;
+  absl::Duration value;
+  absl::Duration max;
+
+  absl::Status Check() const {
+    if (value >= absl::ZeroDuration() && value <= max) return absl::OkStatus();
+    return internal::OutOfRange(
+        "ReconnectingStreamOptions", field, absl::FormatDuration(value),
+        absl::StrCat("in [0, ", absl::FormatDuration(max), "]"));
+  }
+};
+
+}  // namespace
 
 absl::Status Validate(const ReconnectingStreamOptions& o) {
   if (o.reopen_after_progress_jitter < absl::ZeroDuration() ||
@@ -49,19 +69,13 @@ absl::Status Validate(const ReconnectingStreamOptions& o) {
                      "be finite and > 0, got ",
                      absl::FormatDuration(o.migration_handoff_timeout)));
   }
-  if (o.migration_jitter < absl::ZeroDuration() ||
-      o.migration_jitter > ReconnectingStreamOptions::kMaxMigrationJitter) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "ReconnectingStreamOptions.migration_jitter must be in [0, ",
-        absl::FormatDuration(ReconnectingStreamOptions::kMaxMigrationJitter),
-        "], got ", absl::FormatDuration(o.migration_jitter)));
-  }
-  if (o.resync_jitter < absl::ZeroDuration() ||
-      o.resync_jitter > ReconnectingStreamOptions::kMaxResyncJitter) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "ReconnectingStreamOptions.resync_jitter must be in [0, ",
-        absl::FormatDuration(ReconnectingStreamOptions::kMaxResyncJitter),
-        "], got ", absl::FormatDuration(o.resync_jitter)));
+  for (const Window& window :
+       {Window{"migration_jitter", o.migration_jitter,
+               ReconnectingStreamOptions::kMaxMigrationJitter},
+        Window{"resync_jitter", o.resync_jitter,
+               ReconnectingStreamOptions::kMaxResyncJitter}}) {
+    absl::Status valid = window.Check();
+    if (!valid.ok()) return valid;
   }
   if (o.attempt_settle_time <= absl::ZeroDuration() ||
       o.attempt_settle_time > absl::Hours(1)) {

@@ -104,19 +104,30 @@ std::shared_ptr<ConnectionPool> MakePool(ConnectionPoolOptions o) {
   return pool.ok() ? *pool : nullptr;
 }
 
+// Starts `server`, and `proxy` in front of it (it counts the TCP
+// connects); returns a pool aimed at the proxy, with `o`'s other settings,
+// that tells `observer`. Null (and a failure) if any of them did not start.
+std::shared_ptr<ConnectionPool> PoolBehindProxy(
+    TestServer& server, FaultProxy& proxy,
+    const std::shared_ptr<Observer>& observer,
+    ConnectionPoolOptions o = ConnectionPoolOptions()) {
+  if (!server.Start().ok() || !proxy.Start().ok() ||
+      !proxy.SetBackend(server.address()).ok()) {
+    ADD_FAILURE() << "the server or the proxy did not start";
+    return nullptr;
+  }
+  o.target = proxy.address();
+  o.observer = observer;
+  return MakePool(std::move(o));
+}
+
 // (a) The dependency goes away for 4 s (the proxy closes every connection
 // and then accepts and closes each new one) and comes back.
 TEST(PoolRecoveryTest, OutageOfFourSecondsProbesAtThePaceAndWakesWaiters) {
   TestServer server;
-  ASSERT_TRUE(server.Start().ok());
   FaultProxy proxy;
-  ASSERT_TRUE(proxy.Start().ok());
-  ASSERT_TRUE(proxy.SetBackend(server.address()).ok());
   auto observer = std::make_shared<Observer>();
-  ConnectionPoolOptions o;
-  o.target = proxy.address();
-  o.observer = observer;
-  auto pool = MakePool(o);
+  auto pool = PoolBehindProxy(server, proxy, observer);
   ASSERT_NE(pool, nullptr);
   ASSERT_TRUE(observer->ready.WaitFor(1, kWait));
 
@@ -165,17 +176,12 @@ TEST(PoolRecoveryTest, NotServingServerCostsOneConnectPerProbeInterval) {
   TestServerOptions so;
   so.serving = false;
   TestServer server(so);
-  ASSERT_TRUE(server.Start().ok());
   FaultProxy proxy;
-  ASSERT_TRUE(proxy.Start().ok());
-  ASSERT_TRUE(proxy.SetBackend(server.address()).ok());
   auto observer = std::make_shared<Observer>();
   ConnectionPoolOptions o;
-  o.target = proxy.address();
   o.health_check = true;
-  o.observer = observer;
   auto waiter = std::make_shared<Waiter>();
-  auto pool = MakePool(o);
+  auto pool = PoolBehindProxy(server, proxy, observer, o);
   ASSERT_NE(pool, nullptr);
   pool->NotifyWhenAvailable(waiter);
   ASSERT_TRUE(observer->draining.WaitFor(1, kWait));  // the first answer
@@ -236,15 +242,9 @@ TEST(PoolRecoveryTest, GoawayAtAcceptCostsOneConnectPerProbeInterval) {
   so.max_connection_age = absl::Milliseconds(20);
   so.max_connection_age_grace = absl::Milliseconds(20);
   TestServer server(so);
-  ASSERT_TRUE(server.Start().ok());
   FaultProxy proxy;
-  ASSERT_TRUE(proxy.Start().ok());
-  ASSERT_TRUE(proxy.SetBackend(server.address()).ok());
   auto observer = std::make_shared<Observer>();
-  ConnectionPoolOptions o;
-  o.target = proxy.address();
-  o.observer = observer;
-  auto pool = MakePool(o);
+  auto pool = PoolBehindProxy(server, proxy, observer);
   ASSERT_NE(pool, nullptr);
 
   constexpr int kStreams = 8;

@@ -76,6 +76,37 @@ TEST_F(MigrationSpreadTest, MovesSpreadUniformlyOverTheWindow) {
   EXPECT_TRUE(events_->backoffs().empty());
 }
 
+// A source that places the streams in the window (a pool does, evenly)
+// is followed: each stream waits its share of the window, asked once when
+// told of the drain. Without an answer a stream draws its own point.
+TEST_F(MigrationSpreadTest, TheSourcesSharePlacesTheMove) {
+  source_->SetSpreadShares({0.5, 0.1, 0.9});
+  std::vector<std::unique_ptr<Stream>> streams;
+  for (int i = 0; i < 4; ++i) {
+    streams.push_back(Start(SeqSpec()));
+    transport_->attempt(i)->Send(M(1));
+  }
+  source_->Drain(1);
+  EXPECT_EQ(source_->spread_asks(), 4u);
+  // Stream i asked i-th: 5 s, 1 s, 9 s; the fourth draws in [0, 10 s).
+  std::vector<absl::Duration> moved(4, absl::InfiniteDuration());
+  for (absl::Duration t = absl::ZeroDuration(); t <= kWindow;
+       t += absl::Milliseconds(100)) {
+    for (int i = 0; i < 4; ++i) {
+      if (moved[i] == absl::InfiniteDuration() &&
+          streams[i]->stats().migrations == 1) {
+        moved[i] = t;
+      }
+    }
+    clock_->AdvanceBy(absl::Milliseconds(100));
+  }
+  EXPECT_EQ(moved[0], absl::Milliseconds(5'000));
+  EXPECT_EQ(moved[1], absl::Milliseconds(1'000));
+  EXPECT_EQ(moved[2], absl::Milliseconds(9'000));
+  EXPECT_LT(moved[3], kWindow);
+  EXPECT_EQ(transport_->attempt_count(), 8u);
+}
+
 // A timer thread that falls behind (a starved process): the timers that
 // fall due while it is held fire together when it is let go, at that time.
 class HeldTimerClock final : public Clock {

@@ -16,6 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/optional.h"
 #include "gtest/gtest.h"
 #include "tether/transport.h"
 
@@ -142,6 +143,26 @@ class FakeConnectionSource final : public ConnectionSource {
     ReportDrainEnd(connection_id, report.status);
   }
 
+  // The answers of `SpreadShare`, in order, one per ask (as a pool's even
+  // spread would); once they run out (or never set), no answer, and
+  // streams draw their points at random.
+  void SetSpreadShares(std::vector<double> shares) {
+    std::lock_guard<std::mutex> lock(mu_);
+    spread_shares_.assign(shares.begin(), shares.end());
+  }
+  absl::optional<double> SpreadShare(std::uint64_t /*connection_id*/) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++spread_asks_;
+    if (spread_shares_.empty()) return absl::nullopt;
+    const double share = spread_shares_.front();
+    spread_shares_.pop_front();
+    return share;
+  }
+  std::size_t spread_asks() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return spread_asks_;
+  }
+
   // The next `Pick` fails with `status` (e.g. UNAVAILABLE "failed to
   // connect"); queue several calls for several picks.
   void FailNextPick(absl::Status status) {
@@ -197,6 +218,8 @@ class FakeConnectionSource final : public ConnectionSource {
   std::deque<absl::Status> fail_picks_;
   std::vector<std::pair<std::uint64_t, absl::Status>> drain_reports_;
   std::size_t releases_ = 0;
+  std::deque<double> spread_shares_;
+  std::size_t spread_asks_ = 0;
 };
 
 // The status gRPC gives an attempt that could not connect at all.

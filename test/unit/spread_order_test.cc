@@ -1,0 +1,119 @@
+// Copyright 2026 The tether Authors. Licensed under the Apache License 2.0.
+// Tests of where the streams leaving one draining connection start their
+// moves: `SpreadOrder` (the points, a plain value) and the pool that hands
+// them out per connection (`ConnectionSource::SpreadShare`). Thread-free,
+// on the pool core's fake driver and fake clock.
+#include "connections/spread_order.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "connections/pool_core.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "test/unit/pool_core_fixture.h"
+
+namespace tether {
+namespace spread_order_test {
+namespace {
+
+using internal::LinkState;
+using internal::SpreadOrder;
+using pool_test::Listener;
+using pool_test::PoolCoreTest;
+
+// The most answers that fall into one of `slots` equal parts of [0, 1).
+int BusiestSlot(const std::vector<double>& points, int slots) {
+  std::vector<int> per(slots, 0);
+  for (double p : points) {
+    const int slot = std::min(slots - 1, static_cast<int>(p * slots));
+    ++per[slot];
+  }
+  return *std::max_element(per.begin(), per.end());
+}
+
+std::vector<double> Take(SpreadOrder& order, int n) {
+  std::vector<double> points;
+  for (int i = 0; i < n; ++i) points.push_back(order.Next());
+  return points;
+}
+
+TEST(SpreadOrderTest, HalvesTheGapsInTurnFromTheOffset) {
+  SpreadOrder order(0.0);
+  EXPECT_THAT(Take(order, 8),
+              ::testing::ElementsAre(0.0, 0.5, 0.25, 0.75, 0.125, 0.625,
+                                     0.375, 0.875));
+  SpreadOrder shifted(0.3);
+  const std::vector<double> points = Take(shifted, 3);
+  EXPECT_DOUBLE_EQ(points[0], 0.3);
+  EXPECT_DOUBLE_EQ(points[1], 0.8);
+  EXPECT_DOUBLE_EQ(points[2], 0.55);
+}
+
+// However many ask, the answers so far fill the window evenly: n answers
+// put at most 7 into any n/5-th of it (5 on average), for every offset
+// tried. 10,000 independent draws put 14 or more into the busiest one.
+TEST(SpreadOrderTest, EveryPrefixCoversTheWindowEvenly) {
+  for (double offset : {0.0, 0.123, 0.5, 0.999}) {
+    for (int n : {10, 100, 1000, 4096, 10000, 12345}) {
+      SpreadOrder order(offset);
+      const std::vector<double> points = Take(order, n);
+      for (double p : points) {
+        ASSERT_GE(p, 0.0);
+        ASSERT_LT(p, 1.0);
+      }
+      EXPECT_LE(BusiestSlot(points, n / 5), 7)
+          << "offset " << offset << ", " << n << " answers";
+    }
+  }
+}
+
+TEST(SpreadOrderTest, AnOffsetOfOneStaysInTheWindow) {
+  SpreadOrder order(1.0);  // a uniform draw may round up to 1
+  for (double p : Take(order, 64)) {
+    EXPECT_GE(p, 0.0);
+    EXPECT_LT(p, 1.0);
+  }
+}
+
+class PoolSpreadShareTest : public PoolCoreTest {};
+
+// The streams leaving one connection get that connection's even order;
+// another connection has an order (and an offset) of its own.
+TEST_F(PoolSpreadShareTest, EachDrainingConnectionHandsOutAnEvenSpread) {
+  MakeTarget();
+  Serve(1);
+  std::vector<std::shared_ptr<Listener>> streams;
+  for (int i = 0; i < 1000; ++i) {
+    streams.push_back(std::make_shared<Listener>());
+    ASSERT_EQ(MustPick(streams.back()), 1u);
+  }
+  core_->OnLinkState(1, LinkState::kIdle);  // GOAWAY: 1 drains
+  Serve(2);
+  std::vector<double> first;
+  for (int i = 0; i < 1000; ++i) {
+    const absl::optional<double> share = core_->SpreadShare(1);
+    ASSERT_TRUE(share.has_value());
+    first.push_back(*share);
+  }
+  EXPECT_LE(BusiestSlot(first, 200), 7);
+  // Consecutive answers are half a window apart, whatever the offset.
+  const double gap = first[1] - first[0];
+  EXPECT_DOUBLE_EQ(gap < 0 ? gap + 1.0 : gap, 0.5);
+
+  const absl::optional<double> other = core_->SpreadShare(2);
+  ASSERT_TRUE(other.has_value());
+  EXPECT_NE(*other, first[0]) << "both connections started at one offset";
+}
+
+TEST_F(PoolSpreadShareTest, AnIdThatIsNotOpenHasNoAnswer) {
+  MakeTarget();
+  EXPECT_FALSE(core_->SpreadShare(0).has_value());
+  EXPECT_FALSE(core_->SpreadShare(99).has_value());
+}
+
+}  // namespace
+}  // namespace spread_order_test
+}  // namespace tether

@@ -27,7 +27,8 @@
 // tether pays to reopen that many streams), "warm_n" on a channel already
 // connected (the same with a standby connection and no notice to wait
 // for). "notice" is the signal -> the pool marking the connection draining
-// or suspect. The last line is one JSON object with the figures
+// or suspect; a move is timed from the stream's own notice: that mark, or
+// its attempt's end when that came first. The last line is one JSON object with the figures
 // (cold_first_msg_p99_ms, cold_n_first_msg_p99_ms, warm_n_first_msg_p99_ms,
 // notice_p99_ms, graceful_p99_ms, cancel_first_p99_ms, their standby
 // variants, each p99 over the single cold call (*_vs_cold) and over cold_n
@@ -115,6 +116,7 @@ class Book {
     absl::Time started;
     absl::Time first_message = absl::InfiniteFuture();
     bool ended = false;
+    absl::Time ended_at = absl::InfiniteFuture();
     bool by_client = false;
   };
   struct Stream {
@@ -185,9 +187,11 @@ class Book {
     }
     void OnAttemptEnded(const tether::AttemptInfo& info, const absl::Status&,
                         tether::EndClass, bool by_client) override {
+      const absl::Time now = absl::Now();
       std::lock_guard<std::mutex> lock(book_->mu_);
       Attempt& a = book_->streams_[i_].attempts[info.attempt];
       a.ended = true;
+      a.ended_at = now;
       a.by_client = by_client;
     }
 
@@ -377,8 +381,10 @@ struct ScenarioResult {
   std::vector<double> warm_n;        // the same on a connected channel
   std::vector<double> to_noticed;    // signal -> the pool marked the
                                      // connection draining or suspect
-  std::vector<double> notice_to_delivered;  // that mark -> delivered from
-                                            // elsewhere, per stream
+  std::vector<double> notice_to_delivered;  // the stream's notice (that
+                                            // mark, or its own attempt's
+                                            // end when first) -> delivered
+                                            // from elsewhere, per stream
   std::vector<double> to_started;    // signal -> the move's attempt started
   std::vector<double> to_opened;     // signal -> a connection opened
   std::vector<double> started_to_first;  // that attempt -> first message
@@ -509,8 +515,19 @@ ScenarioResult RunScenario(const Flags& f, bool cancel_first, int standby) {
     for (const Book::Stream& s : book.Snapshot()) {
       if (s.affected && s.moved != absl::InfiniteFuture()) {
         out.to_delivered.push_back(Ms(s.moved - t0));
-        if (noticed != absl::InfiniteFuture()) {
-          out.notice_to_delivered.push_back(Ms(s.moved - noticed));
+        // The stream's notice: the pool's, or its own attempt's end when
+        // that came first (one stream cut by a cancel-first server moves on
+        // its own end; the pool weighs it as weak evidence and may mark
+        // the connection only at the server's GOAWAY, after the move).
+        absl::Time notice = noticed;
+        for (const auto& a : s.attempts) {
+          if (a.second.ended && !a.second.by_client &&
+              a.second.ended_at >= t0) {
+            notice = std::min(notice, a.second.ended_at);
+          }
+        }
+        if (notice != absl::InfiniteFuture()) {
+          out.notice_to_delivered.push_back(Ms(s.moved - notice));
         }
         // The breakdown: when the move's attempt started, and how long its
         // first message took after that.
@@ -566,8 +583,10 @@ ScenarioResult RunScenario(const Flags& f, bool cancel_first, int standby) {
               Distribution(out.to_delivered).c_str());
   std::printf("    signal -> the pool marked the connection: %s\n",
               Distribution(out.to_noticed).c_str());
-  std::printf("    the pool marked it -> first message delivered: %s\n",
-              Distribution(out.notice_to_delivered).c_str());
+  std::printf(
+      "    the stream's notice (the pool's mark, or its own attempt's end "
+      "when first) -> first message delivered: %s\n",
+      Distribution(out.notice_to_delivered).c_str());
   std::printf("    signal -> a new connection opened: %s\n",
               Distribution(out.to_opened).c_str());
   std::printf("    signal -> the move's attempt started: %s\n",

@@ -110,9 +110,11 @@ class SpreadRollout : public ::testing::Test {
 };
 
 // A real GOAWAY with a 20 s deadline and a 2 s window: the streams reach B
-// spread over the window (no tenth of it takes a quarter of them; without
-// the window all arrive within a few ms), every one long before the
-// deadline, and A sees no new call.
+// spread evenly over the window (the pool's order: each tenth of it takes
+// 10 of them, give or take the arrival delays; 100 independent uniform
+// draws put fewer than 5 or more than 15 into some tenth about half the
+// time; without the window all arrive within a few ms), every one long
+// before the deadline, and A sees no new call.
 TEST_F(SpreadRollout, GoawayMovesStreamsAsARampBeforeTheDeadline) {
   constexpr int kStreams = 100;
   constexpr absl::Duration kWindow = absl::Seconds(2);
@@ -130,6 +132,11 @@ TEST_F(SpreadRollout, GoawayMovesStreamsAsARampBeforeTheDeadline) {
   int peak = 0;
   for (const auto& b : buckets) peak = std::max(peak, b.second);
   EXPECT_LE(peak, kStreams / 4) << "the moves came as a spike";
+  for (std::int64_t tenth = 0; tenth < 10; ++tenth) {
+    const int n = buckets.count(tenth) ? buckets[tenth] : 0;
+    EXPECT_GE(n, 5) << "tenth " << tenth << " of the window";
+    EXPECT_LE(n, 15) << "tenth " << tenth << " of the window";
+  }
   EXPECT_GE(at_b[kStreams * 9 / 10] - at_b[kStreams / 10], kWindow / 2)
       << "the moves were not spread over the window";
   // Every stream moved before the deadline, with room to spare.

@@ -97,6 +97,13 @@ class ResyncPool {
   // held). Streams run their resyncs this way, releasing with `done`.
   void RunHeld(HeldTask task);
 
+  // Where in its spread window (`resync_jitter`) the next stream that must
+  // resync waits, as a fraction in [0, 1): the streams of one pool fill
+  // their windows evenly (van der Corput order), so a mass compaction lists
+  // as an even ramp. The order starts at the first asker's `draw` (a
+  // uniform draw from its seeded random source, so a seeded test repeats).
+  double NextSpreadShare(double draw);
+
   const std::shared_ptr<State> state_;
 };
 

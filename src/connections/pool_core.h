@@ -29,7 +29,7 @@
 #include "absl/time/time.h"
 #include "absl/types/optional.h"
 #include "connections/serial_calls.h"
-#include "connections/spread_order.h"
+#include "policies/spread_order.h"
 #include "tether/clock.h"
 #include "tether/connection_pool.h"
 #include "tether/endpoints.h"

@@ -2,6 +2,7 @@
 #include "tether/resync_pool.h"
 
 #include <atomic>
+#include <cstdint>
 #include <deque>
 #include <thread>
 #include <utility>
@@ -9,6 +10,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "policies/spread_order.h"
 #include "tether/internal/mutex.h"
 
 namespace tether {
@@ -97,6 +99,12 @@ struct ResyncPool::State {
   int idle ABSL_GUARDED_BY(mu) = 0;
   std::size_t running ABSL_GUARDED_BY(mu) = 0;
   bool closed ABSL_GUARDED_BY(mu) = false;
+  // The resync spread's order (`internal::SpreadOrder`, kept as its two
+  // values: the type is internal), its offset from the first ask. A leaf
+  // lock: streams ask under their own.
+  internal::Mutex spread_mu;
+  double spread_offset ABSL_GUARDED_BY(spread_mu) = 0.0;
+  std::uint32_t spread_taken ABSL_GUARDED_BY(spread_mu) = 0;
 };
 
 namespace {
@@ -144,6 +152,13 @@ std::shared_ptr<ResyncPool> ResyncPool::Inline() {
 
 ResyncPool::ResyncPool(int max_threads, std::shared_ptr<Clock> clock)
     : state_(std::make_shared<State>(max_threads, std::move(clock))) {}
+
+double ResyncPool::NextSpreadShare(double draw) {
+  internal::MutexLock lock(&state_->spread_mu);
+  if (state_->spread_taken == 0) state_->spread_offset = draw;
+  return internal::SpreadOrder::Point(state_->spread_offset,
+                                      state_->spread_taken++);
+}
 
 ResyncPool::~ResyncPool() {
   internal::MutexLock lock(&state_->mu);

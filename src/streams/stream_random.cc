@@ -6,10 +6,13 @@ namespace internal {
 
 absl::Duration StreamRandom::Below(absl::Duration bound) {
   if (bound <= absl::ZeroDuration()) return absl::ZeroDuration();
-  // 53 random bits: a double uniform in [0, 1).
-  const double u = static_cast<double>((*this)() >> 11) * 0x1.0p-53;
-  const absl::Duration d = bound * u;
+  const absl::Duration d = bound * Unit();
   return d < bound ? d : absl::ZeroDuration();
+}
+
+double StreamRandom::Unit() {
+  // 53 random bits: a double uniform in [0, 1).
+  return static_cast<double>((*this)() >> 11) * 0x1.0p-53;
 }
 
 }  // namespace internal

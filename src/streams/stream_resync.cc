@@ -1,6 +1,8 @@
 // Copyright 2026 The tether Authors. Licensed under the Apache License 2.0.
 //
 // Resync: the app's `resync` on the stream's pool, its epoch and deadline.
+#include <algorithm>
+
 #include "streams/stream_machine.h"
 
 namespace tether {
@@ -39,9 +41,11 @@ void StreamMachine::BeginResyncLocked(const AttemptRec& asking,
     }
     delay = *d;
   }
-  // Streams told to resync together (a compaction) list as a ramp.
+  // Streams told to resync together (a compaction) list as a ramp: the
+  // pool places each in the window, evenly.
   if (resync_jitter_ > absl::ZeroDuration()) {
-    delay += gen_.Below(resync_jitter_);
+    const double share = resync_pool_->NextSpreadShare(gen_.Unit());
+    delay += std::min(resync_jitter_ * share, resync_jitter_);
   }
   ++resyncs_without_progress_;  // at most max_attempts (given up above)
   phase_ = Phase::kResyncing;

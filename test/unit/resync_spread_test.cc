@@ -110,8 +110,11 @@ TEST_F(ResyncSpreadTest, WithoutASpreadEveryStreamListsAtOnceUpToThePool) {
   EXPECT_EQ(*std::max_element(per_100ms.begin(), per_100ms.end()), 40);
 }
 
-// With a 10 s spread the same compaction is a ramp: about 40 listings a
-// second, none after the window (plus one listing), every stream resumed.
+// With a 10 s spread the same compaction is an even ramp: the pool places
+// the streams in the window in van der Corput order, so each second takes
+// 40 listings and each 100 ms about 4 (independent draws: 20-60 a second
+// and up to 11 in some 100 ms); none after the window (plus one listing),
+// every stream resumed.
 TEST_F(ResyncSpreadTest, AMassCompactionListsAsARampOverTheWindow) {
   constexpr int kStreams = 400;
   options_.resync_jitter = absl::Seconds(10);
@@ -121,11 +124,11 @@ TEST_F(ResyncSpreadTest, AMassCompactionListsAsARampOverTheWindow) {
   ExpectAllResumed(kStreams);
   ASSERT_EQ(per_second.size(), 10u);  // every second of the window, no more
   for (int n : per_second) {
-    EXPECT_GE(n, 20);
-    EXPECT_LE(n, 60);
+    EXPECT_GE(n, 38);
+    EXPECT_LE(n, 42);
   }
   const int peak = *std::max_element(per_100ms.begin(), per_100ms.end());
-  EXPECT_LE(peak, 12);  // 40 without the spread
+  EXPECT_LE(peak, 6);  // 40 without the spread
   std::printf(
       "[figure] %d streams compacted at once, 10 s resync_jitter: listings "
       "per second %d..%d, peak per 100 ms %d (40 without the spread)\n",

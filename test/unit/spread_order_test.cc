@@ -3,7 +3,7 @@
 // moves: `SpreadOrder` (the points, a plain value) and the pool that hands
 // them out per connection (`ConnectionSource::SpreadShare`). Thread-free,
 // on the pool core's fake driver and fake clock.
-#include "connections/spread_order.h"
+#include "policies/spread_order.h"
 
 #include <algorithm>
 #include <cstdint>

@@ -36,6 +36,8 @@ class StreamRandom {
   // Out of line: keeps absl's distributions out of every user translation
   // unit.
   absl::Duration Below(absl::Duration bound);
+  // A double drawn uniformly from [0, 1).
+  double Unit();
 
  private:
   std::uint64_t state_;

@@ -1,9 +1,9 @@
 // Copyright 2026 The tether Authors. Licensed under the Apache License 2.0.
 //
-// Where in a spread window the streams leaving one connection start their
-// replacements.
-#ifndef TETHER_SRC_CONNECTIONS_SPREAD_ORDER_H_
-#define TETHER_SRC_CONNECTIONS_SPREAD_ORDER_H_
+// Where in a spread window each of many streams acts: the moves off one
+// draining connection, the resyncs of one process.
+#ifndef TETHER_SRC_POLICIES_SPREAD_ORDER_H_
+#define TETHER_SRC_POLICIES_SPREAD_ORDER_H_
 
 #include <cstdint>
 
@@ -23,15 +23,18 @@ namespace internal {
 // any 1/2,000 of the window, where the mean is 5. Independent random draws
 // bunch: 10,000 of them put 14 to 17 into the busiest 1/2,000.
 //
-// Give each connection its own random `offset`, so that the ramps of many
-// clients leaving one server do not line up.
+// Give each source of points (a connection, a resync pool) its own random
+// `offset`, so that the ramps of many clients do not line up.
 class SpreadOrder {
  public:
   // `offset` in [0, 1).
   explicit SpreadOrder(double offset) : offset_(offset) {}
 
-  double Next() {
-    const double point = offset_ + Mirror(taken_++);
+  double Next() { return Point(offset_, taken_++); }
+
+  // The k-th answer of an order that starts at `offset`.
+  static double Point(double offset, std::uint32_t k) {
+    const double point = offset + Mirror(k);
     return point >= 1.0 ? point - 1.0 : point;
   }
 
@@ -60,4 +63,4 @@ class SpreadOrder {
 }  // namespace tether
 TETHER_END_HIDDEN
 
-#endif  // TETHER_SRC_CONNECTIONS_SPREAD_ORDER_H_
+#endif  // TETHER_SRC_POLICIES_SPREAD_ORDER_H_

@@ -5,8 +5,10 @@
 #ifndef TETHER_SRC_POLICIES_SPREAD_ORDER_H_
 #define TETHER_SRC_POLICIES_SPREAD_ORDER_H_
 
+#include <algorithm>
 #include <cstdint>
 
+#include "absl/time/time.h"
 #include "tether/internal/visibility.h"
 
 TETHER_BEGIN_HIDDEN
@@ -50,6 +52,12 @@ class SpreadOrder {
   double offset_;
   std::uint32_t taken_ = 0;  // wraps after 2^32 answers: still even
 };
+
+// The point at `share` of `window`: where a stream given that share waits
+// (a share outside [0, 1] is held to the window's ends).
+inline absl::Duration PointIn(absl::Duration window, double share) {
+  return std::min(window * std::max(share, 0.0), window);
+}
 
 // Example: a connection drains and three streams leave it, in a window of
 // 10 s; with offset 0.3 they start at 3 s, 8 s and 5.5 s.

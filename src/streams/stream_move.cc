@@ -2,8 +2,7 @@
 //
 // Moving off an attempt whose connection drains or that went silent, make
 // before break: the replacement, the hand-off, the fallback and its hold.
-#include <algorithm>
-
+#include "policies/spread_order.h"
 #include "streams/stream_machine.h"
 
 namespace tether {
@@ -30,10 +29,9 @@ void StreamMachine::MaybeMigrateLocked(bool now, Work& w,
       // starts at one point of the window (where the source puts it, so
       // that they fill the window evenly, or at random), and its attempt
       // keeps delivering meanwhile.
-      const absl::Duration point =
-          share ? std::min(migration_jitter_ * std::max(*share, 0.0),
-                           migration_jitter_)
-                : gen_.Below(migration_jitter_);
+      const absl::Duration point = share
+                                       ? PointIn(migration_jitter_, *share)
+                                       : gen_.Below(migration_jitter_);
       ArmSpreadPointLocked(point, /*redrawn=*/false);
       return;
     }

@@ -1,8 +1,7 @@
 // Copyright 2026 The tether Authors. Licensed under the Apache License 2.0.
 //
 // Resync: the app's `resync` on the stream's pool, its epoch and deadline.
-#include <algorithm>
-
+#include "policies/spread_order.h"
 #include "streams/stream_machine.h"
 
 namespace tether {
@@ -44,8 +43,8 @@ void StreamMachine::BeginResyncLocked(const AttemptRec& asking,
   // Streams told to resync together (a compaction) list as a ramp: the
   // pool places each in the window, evenly.
   if (resync_jitter_ > absl::ZeroDuration()) {
-    const double share = resync_pool_->NextSpreadShare(gen_.Unit());
-    delay += std::min(resync_jitter_ * share, resync_jitter_);
+    delay += PointIn(resync_jitter_,
+                     resync_pool_->NextSpreadShare(gen_.Unit()));
   }
   ++resyncs_without_progress_;  // at most max_attempts (given up above)
   phase_ = Phase::kResyncing;

@@ -78,6 +78,14 @@ TEST(SpreadOrderTest, AnOffsetOfOneStaysInTheWindow) {
   }
 }
 
+TEST(SpreadOrderTest, PointInTakesTheShareOfTheWindowHeldToItsEnds) {
+  const absl::Duration window = absl::Seconds(10);
+  EXPECT_EQ(internal::PointIn(window, 0.0), absl::ZeroDuration());
+  EXPECT_EQ(internal::PointIn(window, 0.5), absl::Seconds(5));
+  EXPECT_EQ(internal::PointIn(window, -0.1), absl::ZeroDuration());
+  EXPECT_EQ(internal::PointIn(window, 1.5), window);
+}
+
 class PoolSpreadShareTest : public PoolCoreTest {};
 
 // The streams leaving one connection get that connection's even order;

@@ -14,8 +14,10 @@ namespace tether {
 // Says how long to wait before the next attempt, and nothing else.
 //
 // A policy has state (how many failures in a row it has seen). Users hand a
-// prototype to the stream options; each stream calls `Clone()` and owns its
-// copy, so one prototype may serve any number of streams.
+// prototype to the stream options; each stream keeps the prototype and, at
+// its first failed attempt, calls `Clone()` and owns the copy from then on,
+// so one prototype may serve any number of streams (and a stream that never
+// fails holds no copy).
 //
 // Thread safety: a clone is used by one stream under that stream's lock; the
 // prototype is only ever cloned, which is safe from any thread.

@@ -31,8 +31,9 @@ enum class GapPolicy {
 // before anything starts. Nothing is clamped silently.
 struct ReconnectingStreamOptions {
   // How long to wait between attempts that make no progress. A prototype:
-  // each stream clones it. Default (null): `ExponentialBackoff` with its
-  // default options (100 ms, x2, max 10 s, full jitter).
+  // each stream clones it at its first failed attempt. Default (null):
+  // `ExponentialBackoff` with its default options (100 ms, x2, max 10 s,
+  // full jitter).
   std::shared_ptr<const BackoffPolicy> backoff;
 
   // After an attempt that delivered at least one new message, the next

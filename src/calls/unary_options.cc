@@ -3,6 +3,7 @@
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "tether/unary_call.h"
+#include "time/system_clock.h"
 
 namespace tether {
 
@@ -39,7 +40,7 @@ absl::StatusOr<UnarySetup> PrepareUnary(UnaryCallOptions& options) {
     setup.backoff = *std::move(made);
   }
   if (!options.clock) {
-    options.clock = std::shared_ptr<Clock>(&SystemClock(), [](Clock*) {});
+    options.clock = internal::SharedSystemClock();
   }
   if (!options.classifier) options.classifier = DefaultClassify;
   setup.seed = options.random_seed;

@@ -17,6 +17,7 @@
 #include "connections/pool_core.h"
 #include "connections/resolve_schedule.h"
 #include "tether/internal/mutex.h"
+#include "time/system_clock.h"
 
 namespace tether {
 namespace internal {
@@ -42,7 +43,7 @@ class PolledSource final : public EndpointSource,
         schedule_(options_) {
     if (clock_ == nullptr) {
       // SystemClock() is never destroyed: hold it without owning it.
-      clock_ = std::shared_ptr<Clock>(&SystemClock(), [](Clock*) {});
+      clock_ = internal::SharedSystemClock();
     }
   }
 

@@ -12,6 +12,7 @@
 
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
+#include "time/system_clock.h"
 
 namespace tether {
 namespace internal {
@@ -174,7 +175,7 @@ PoolCore::PoolCore(const ConnectionPoolOptions& options,
   rng_.seed(seed);
   if (clock_ == nullptr) {
     // SystemClock() is never destroyed: hold it without owning it.
-    clock_ = std::shared_ptr<Clock>(&SystemClock(), [](Clock*) {});
+    clock_ = internal::SharedSystemClock();
   }
 }
 

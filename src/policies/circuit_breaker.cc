@@ -20,6 +20,7 @@
 #include "observability/readable_duration.h"
 #include "tether/internal/deferred.h"
 #include "tether/internal/mutex.h"
+#include "time/system_clock.h"
 
 namespace tether {
 
@@ -413,7 +414,7 @@ absl::StatusOr<std::shared_ptr<CircuitBreaker>> CircuitBreaker::Create(
   if (!valid.ok()) return valid;
   if (clock == nullptr) {
     // SystemClock() is never destroyed: share it without owning it.
-    clock = std::shared_ptr<Clock>(&SystemClock(), [](Clock*) {});
+    clock = internal::SharedSystemClock();
   }
   if (seed == 0) {
     absl::BitGen gen;

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "policies/out_of_range.h"
+#include "time/system_clock.h"
 
 namespace tether {
 namespace {
@@ -47,7 +48,7 @@ absl::StatusOr<std::shared_ptr<RetryBudget>> RetryBudget::Create(
   if (absl::Status s = Validate(options); !s.ok()) return s;
   if (!options.clock) {
     // SystemClock() is never destroyed: share it without owning it.
-    options.clock = std::shared_ptr<Clock>(&SystemClock(), [](Clock*) {});
+    options.clock = internal::SharedSystemClock();
   }
   return std::shared_ptr<RetryBudget>(new RetryBudget(std::move(options)));
 }

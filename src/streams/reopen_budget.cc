@@ -10,9 +10,9 @@
 namespace tether {
 namespace internal {
 
-ReopenBudget::ReopenBudget(std::unique_ptr<BackoffPolicy> backoff,
+ReopenBudget::ReopenBudget(std::shared_ptr<const BackoffPolicy> schedule,
                            Limits limits)
-    : backoff_(std::move(backoff)), limits_(limits) {}
+    : schedule_(std::move(schedule)), limits_(limits) {}
 
 void ReopenBudget::OnProgress() {
   failing_ = false;
@@ -59,6 +59,7 @@ absl::StatusOr<absl::Duration> ReopenBudget::OnFailure(
   if (failed_attempts_ >= limits_.max_attempts || elapsed >= limits_.max_time) {
     return GaveUp(last, elapsed, /*count_attempts=*/true);
   }
+  if (!backoff_) backoff_ = schedule_->Clone();
   absl::Duration delay = backoff_->OnFailure(gen);
   backoff_used_ = true;
   if (limits_.max_time != absl::InfiniteDuration()) {

@@ -10,6 +10,7 @@
 #include "policies/out_of_range.h"
 #include "tether/internal/stream_core.h"
 #include "tether/resync_pool.h"
+#include "time/system_clock.h"
 
 namespace tether {
 
@@ -122,15 +123,16 @@ namespace internal {
 absl::StatusOr<StreamSetup> PrepareStream(ReconnectingStreamOptions& options) {
   StreamSetup setup;
   if (options.backoff) {
-    setup.backoff = options.backoff->Clone();
+    setup.backoff = options.backoff;
   } else {
-    auto made = ExponentialBackoff::Create(ExponentialBackoffOptions());
-    if (!made.ok()) return made.status();
-    setup.backoff = *std::move(made);
+    // One default schedule for every stream (a stream clones it at its
+    // first failed attempt).
+    static const auto* const kDefault =
+        new std::shared_ptr<const BackoffPolicy>(
+            ExponentialBackoff::Create(ExponentialBackoffOptions()).value());
+    setup.backoff = *kDefault;
   }
-  if (!options.clock) {
-    options.clock = std::shared_ptr<Clock>(&SystemClock(), [](Clock*) {});
-  }
+  if (!options.clock) options.clock = SharedSystemClock();
   if (!options.classifier) options.classifier = DefaultClassify;
   if (!options.resync_pool) options.resync_pool = ResyncPool::Default();
   setup.seed = options.random_seed;

@@ -10,6 +10,7 @@
 #include "absl/base/thread_annotations.h"
 #include "tether/internal/mutex.h"
 #include "tether/internal/timer_queue.h"
+#include "time/system_clock.h"
 
 namespace tether {
 namespace {
@@ -101,5 +102,15 @@ Clock& SystemClock() {
   static Clock* const clock = new SteadyClock();
   return *clock;
 }
+
+namespace internal {
+
+const std::shared_ptr<Clock>& SharedSystemClock() {
+  static const auto* const shared =
+      new std::shared_ptr<Clock>(&SystemClock(), [](Clock*) {});
+  return *shared;
+}
+
+}  // namespace internal
 
 }  // namespace tether

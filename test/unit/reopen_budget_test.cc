@@ -19,9 +19,11 @@ using ::testing::HasSubstr;
 // A backoff that waits 1 s, 2 s, 3 s, ... and counts its resets.
 class CountingBackoff final : public BackoffPolicy {
  public:
-  explicit CountingBackoff(int* resets) : resets_(resets) {}
+  explicit CountingBackoff(int* resets, int* clones = nullptr)
+      : resets_(resets), clones_(clones) {}
   std::unique_ptr<BackoffPolicy> Clone() const override {
-    return std::make_unique<CountingBackoff>(resets_);
+    if (clones_) ++*clones_;
+    return std::make_unique<CountingBackoff>(resets_, clones_);
   }
   absl::Duration OnFailure(absl::BitGenRef) override {
     return absl::Seconds(++n_);
@@ -33,6 +35,7 @@ class CountingBackoff final : public BackoffPolicy {
 
  private:
   int* const resets_;
+  int* const clones_;
   int n_ = 0;
 };
 
@@ -40,7 +43,7 @@ class ReopenBudgetTest : public ::testing::Test {
  protected:
   ReopenBudget Make(int max_attempts, absl::Duration max_time) {
     return ReopenBudget(
-        std::make_unique<CountingBackoff>(&resets_),
+        std::make_shared<CountingBackoff>(&resets_),
         ReopenBudget::Limits{max_attempts, max_time, absl::ZeroDuration()});
   }
   const absl::Time t0_ = absl::UnixEpoch();
@@ -92,6 +95,22 @@ TEST_F(ReopenBudgetTest, ProgressEndsTheFailingPeriodAndResetsTheBackoff) {
   EXPECT_EQ(resets_, 2);
 }
 
+TEST_F(ReopenBudgetTest, TheScheduleIsClonedAtTheFirstFailureOnly) {
+  int clones = 0;
+  ReopenBudget b(
+      std::make_shared<CountingBackoff>(&resets_, &clones),
+      ReopenBudget::Limits{5, absl::InfiniteDuration(), absl::ZeroDuration()});
+  b.OnProgress();
+  EXPECT_EQ(*b.OnRefused(t0_, absl::Seconds(1), last_), absl::Seconds(1));
+  EXPECT_EQ(clones, 0);  // no failed attempt yet: no state of its own
+  EXPECT_EQ(*b.OnFailure(t0_, t0_, last_, gen_), absl::Seconds(1));
+  EXPECT_EQ(*b.OnFailure(t0_, t0_, last_, gen_), absl::Seconds(2));
+  b.OnProgress();
+  EXPECT_EQ(*b.OnFailure(t0_, t0_, last_, gen_), absl::Seconds(1));
+  EXPECT_EQ(clones, 1);  // kept, and reset on progress
+  EXPECT_EQ(resets_, 1);
+}
+
 TEST_F(ReopenBudgetTest, RefusalsSpendOnlyTime) {
   ReopenBudget b = Make(1, absl::Seconds(10));
   EXPECT_EQ(*b.OnRefused(t0_, absl::Seconds(3), last_), absl::Seconds(3));
@@ -117,7 +136,7 @@ TEST_F(ReopenBudgetTest, AfterProgressIsWithinTheJitter) {
   ReopenBudget none = Make(1, absl::Seconds(1));
   EXPECT_EQ(none.AfterProgress(gen_), absl::ZeroDuration());
   ReopenBudget b(
-      std::make_unique<CountingBackoff>(&resets_),
+      std::make_shared<CountingBackoff>(&resets_),
       ReopenBudget::Limits{1, absl::Seconds(1), absl::Milliseconds(5)});
   for (int i = 0; i < 100; ++i) {
     const absl::Duration d = b.AfterProgress(gen_);

@@ -98,6 +98,36 @@ TEST(TimerQueueTest, ManyCancelsKeepTheOrderOfTheRest) {
   }
 }
 
+TEST(TimerQueueTest, TheRoomOfACrowdThatWentIsGivenBack) {
+  // 20,000 timers (a crowd of opening streams), then all but 10 cancelled
+  // or run: the queue holds room for about what is left, not the crowd, and
+  // the timers left still run in due order.
+  TimerQueue q;
+  std::vector<int> ran;
+  std::vector<TimerQueue::TimerId> ids;
+  for (int i = 0; i < 20000; ++i) {
+    ids.push_back(
+        q.Add(kT0 + absl::Milliseconds(i), [&ran, i] { ran.push_back(i); }));
+  }
+  EXPECT_GE(q.room(), 20000u);
+  RunDue(q, kT0 + absl::Milliseconds(4999));  // 5,000 run
+  for (int i = 5000; i < 19990; ++i) {
+    EXPECT_TRUE(q.Cancel(ids[static_cast<std::size_t>(i)]));
+  }
+  EXPECT_EQ(q.size(), 10u);
+  EXPECT_LE(q.room(), TimerQueue::kKeptRoom);
+  RunDue(q, absl::InfiniteFuture());
+  ASSERT_EQ(ran.size(), 5010u);
+  for (std::size_t k = 0; k < ran.size(); ++k) {
+    EXPECT_EQ(ran[k], k < 5000 ? static_cast<int>(k)
+                               : 19990 + static_cast<int>(k - 5000));
+  }
+  // It grows again for the next crowd.
+  for (int i = 0; i < 3000; ++i) q.Add(kT0, [] {});
+  EXPECT_EQ(q.size(), 3000u);
+  EXPECT_GE(q.room(), 3000u);
+}
+
 TEST(TimerQueueTest, InfiniteAndFarDueTimesWaitAndStayCancellable) {
   TimerQueue q;
   int ran = 0;

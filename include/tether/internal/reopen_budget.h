@@ -24,7 +24,10 @@ namespace internal {
 // A quiet but healthy stream is never "failing", however long it is silent.
 // Within a failing period the stream gives up after `max_attempts` failed
 // attempts or once `max_time` has passed, whichever comes first. The backoff
-// policy (a clone owned here) paces the attempts and starts over on progress.
+// paces the attempts and starts over (`Reset`) on progress: a clone of the
+// stream's `schedule`, made at the stream's first failure, so that a stream
+// that never failed holds no backoff state of its own (every stream of a
+// process shares the default schedule).
 //
 // A plain value: not thread-safe (the stream calls it under its lock); it
 // calls only its own backoff policy.
@@ -36,7 +39,8 @@ class ReopenBudget {
     absl::Duration progress_jitter = absl::Milliseconds(5);
   };
 
-  ReopenBudget(std::unique_ptr<BackoffPolicy> backoff, Limits limits);
+  // `schedule` is never null.
+  ReopenBudget(std::shared_ptr<const BackoffPolicy> schedule, Limits limits);
 
   // A message was delivered or an attempt proved healthy: the failing
   // period (if any) is over, and the backoff starts over.
@@ -77,7 +81,8 @@ class ReopenBudget {
   absl::Status GaveUp(const absl::Status& last, absl::Duration elapsed,
                       bool count_attempts) const;
 
-  std::unique_ptr<BackoffPolicy> backoff_;
+  const std::shared_ptr<const BackoffPolicy> schedule_;
+  std::unique_ptr<BackoffPolicy> backoff_;  // from the first failure on
   const Limits limits_;
   bool failing_ = false;
   absl::Time failing_since_;

@@ -39,10 +39,10 @@
 namespace tether {
 namespace internal {
 
-// Fills in the defaults of a stream's options and makes its backoff clone and
-// random seed. Non-template; see stream_options.cc.
+// Fills in the defaults of a stream's options and picks its backoff schedule
+// and random seed. Non-template; see stream_options.cc.
 struct StreamSetup {
-  std::unique_ptr<BackoffPolicy> backoff;
+  std::shared_ptr<const BackoffPolicy> backoff;  // never null
   std::uint64_t seed = 0;
 };
 absl::StatusOr<StreamSetup> PrepareStream(ReconnectingStreamOptions& options);

@@ -28,6 +28,13 @@ namespace internal {
 // matters to a stream that arms and cancels timers on every attempt and to
 // a simulation that runs millions of timers.
 //
+// Neither the map nor the heap keeps the room of a crowd that has gone:
+// once the live timers fill less than an eighth of it (and it is larger than
+// `kKeptRoom`), the room is given back. A process that armed a timer for
+// each of 100,000 opening streams does not hold their slots for its life;
+// since the room must fall eightfold between two shrinks and doubles as it
+// grows, the shrinks cost O(1) per timer over time.
+//
 // Not thread-safe: the clock that owns it guards it with its lock.
 class TimerQueue {
  public:
@@ -51,6 +58,7 @@ class TimerQueue {
     if (dropped) *dropped = std::move(it->second);
     fns_.erase(it);
     if (heap_.size() > 2 * fns_.size() + 64) Compact();
+    MaybeShrink();
     return true;
   }
 
@@ -72,11 +80,20 @@ class TimerQueue {
     *due = top.due;
     *fn = std::move(it->second);
     fns_.erase(it);
+    MaybeShrink();
     return true;
   }
 
   // How many timers are waiting.
   std::size_t size() const { return fns_.size(); }
+
+  // Timers the map and the heap have room for now (at least `size()`).
+  std::size_t room() const {
+    return std::max(fns_.capacity(), heap_.capacity());
+  }
+
+  // Below this room nothing is given back.
+  static constexpr std::size_t kKeptRoom = 256;
 
  private:
   struct Entry {
@@ -101,6 +118,16 @@ class TimerQueue {
   }
 
   // Keeps only the live entries.
+  void MaybeShrink() {
+    if (fns_.capacity() > kKeptRoom && fns_.size() * 8 < fns_.capacity()) {
+      fns_.rehash(0);  // to fit what is left
+    }
+    if (heap_.capacity() > kKeptRoom && fns_.size() * 8 < heap_.capacity()) {
+      Compact();
+      heap_.shrink_to_fit();
+    }
+  }
+
   void Compact() {
     heap_.erase(std::remove_if(heap_.begin(), heap_.end(),
                                [this](const Entry& e) {

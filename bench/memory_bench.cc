@@ -33,9 +33,15 @@
 //
 // The last line is one JSON object: raw_bytes_per_stream,
 // channel_bytes_per_stream, tether_pool_bytes_per_stream and
-// pool_minus_raw_bytes (target: <= 2048, see docs/performance.md).
+// pool_minus_raw_bytes (target: <= 1,536, see docs/performance.md).
 //
 //   memory_bench [--streams=1000] [--warmup=16]
+//
+// Where the bytes go, with a heap profiler: `--serve` runs only the replica
+// and prints its address; `--server=ADDR --variant=raw|pool` measures one
+// variant in this process, against that replica, and exits at steady state
+// with every stream still open, so that a profiler's "leaked" bytes are what
+// the open streams hold (docs/performance.md, "Memory").
 #include <malloc.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -65,6 +71,12 @@
 
 ABSL_FLAG(int, streams, 1000, "streams to open per variant");
 ABSL_FLAG(int, warmup, 16, "streams opened and closed before counting");
+ABSL_FLAG(bool, serve, false, "only run the replica; print its address");
+ABSL_FLAG(std::string, server, "",
+          "with --variant: the address of a replica started with --serve");
+ABSL_FLAG(std::string, variant, "",
+          "raw or pool: measure only this one, in this process, and exit at "
+          "steady state with the streams open (for a heap profiler)");
 
 namespace tb = ::tether::bench;
 namespace ex = ::tether::examples;
@@ -264,6 +276,13 @@ Result Measure(Variant v, const std::string& addr, int n, int warmup, int id) {
   for (int i = 0; i < n; ++i) {
     r.live += counts[static_cast<std::size_t>(i)].load() >= 3;
   }
+  if (!absl::GetFlag(FLAGS_variant).empty()) {
+    // Exit with every stream open: a profiler sees what they hold.
+    std::printf("%s: %.0f bytes/stream, %d of %d live\n", Name(v),
+                r.bytes_per_stream, r.live, n);
+    std::fflush(stdout);
+    _exit(0);
+  }
   // Close the streams and let their calls finish *before* dropping the
   // channel: an in-flight call holds the channel, and when the last
   // reference to it goes away on a gRPC callback thread, gRPC 1.51 tears
@@ -285,6 +304,29 @@ int main(int argc, char** argv) {
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   const int n = absl::GetFlag(FLAGS_streams);
   const int warmup = std::max(1, absl::GetFlag(FLAGS_warmup));
+
+  if (absl::GetFlag(FLAGS_serve)) {
+    ex::LedgerReplicaOptions o;
+    o.name = "mem";
+    o.tick = kTick;
+    ex::LedgerReplica r(o);
+    if (!r.Start().ok()) return 1;
+    std::printf("%s\n", r.address().c_str());
+    std::fflush(stdout);
+    pause();  // until killed
+    return 0;
+  }
+  const std::string variant = absl::GetFlag(FLAGS_variant);
+  if (!variant.empty()) {
+    const std::string server = absl::GetFlag(FLAGS_server);
+    if ((variant != "raw" && variant != "pool") || server.empty()) {
+      std::fprintf(stderr, "--variant=raw|pool needs --server=ADDR\n");
+      return 2;
+    }
+    Measure(variant == "raw" ? Variant::kRaw : Variant::kPool, server, n,
+            warmup, 1);
+    return 1;  // Measure exits at steady state
+  }
 
   // The server, in a child forked before this process touches gRPC.
   int pipefd[2];

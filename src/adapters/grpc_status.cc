@@ -34,5 +34,10 @@ Metadata TrailersOf(const grpc::ClientContext& context) {
   return out;
 }
 
+const ConfigureAttemptFn& NoConfigureAttempt() {
+  static const auto* const none = new ConfigureAttemptFn();
+  return *none;
+}
+
 }  // namespace internal
 }  // namespace tether

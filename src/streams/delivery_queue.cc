@@ -75,7 +75,7 @@ bool DeliveryQueue::Push(void* message) {
   MutexLock lock(&mu_);
   if (closed_ || detached_) return true;
   store_->Push(message);
-  cv_.SignalAll();  // a reader may wait
+  SignalAllLocked();  // a reader may wait
   if (store_->size() >= capacity_) {
     full_ = true;
     return false;
@@ -98,7 +98,7 @@ void DeliveryQueue::Close(absl::Status status) {
   if (closed_) return;
   closed_ = true;
   final_ = std::move(status);
-  cv_.SignalAll();
+  SignalAllLocked();
 }
 
 void DeliveryQueue::ReleaseForDelivery() {
@@ -132,7 +132,7 @@ void DeliveryQueue::Drain() {
       if (!threw.ok()) owner_->OnCallbackError(threw);
       mu_.Lock();
       --callouts_;
-      cv_.SignalAll();
+      SignalAllLocked();
       continue;
     }
     if (closed_ && !done_started_) {
@@ -149,7 +149,7 @@ void DeliveryQueue::Drain() {
   }
   delivering_ = false;
   deliverer_ = std::thread::id();
-  cv_.SignalAll();
+  SignalAllLocked();
   mu_.Unlock();
 }
 
@@ -169,7 +169,7 @@ void DeliveryQueue::Callout(const std::function<void()>& fn) {
   }
   MutexLock lock(&mu_);
   --callouts_;
-  cv_.SignalAll();
+  SignalAllLocked();
   // The end was held back for this call: run it now, unless a deliverer is
   // busy (it will).
   if (done_waiting_ && callouts_ == CalloutScope::Depth(this) &&
@@ -179,7 +179,7 @@ void DeliveryQueue::Callout(const std::function<void()>& fn) {
     RunDoneLocked();
     delivering_ = false;
     deliverer_ = std::thread::id();
-    cv_.SignalAll();
+    SignalAllLocked();
   }
 }
 
@@ -187,7 +187,7 @@ bool DeliveryQueue::Read(void* out) {
   bool space = false;
   {
     MutexLock lock(&mu_);
-    while (store_->empty() && !closed_ && !detached_) cv_.Wait(&mu_);
+    while (store_->empty() && !closed_ && !detached_) WaitLocked();
     if (store_->empty()) return false;
     store_->PopInto(out);
     ++delivered_;
@@ -201,7 +201,7 @@ bool DeliveryQueue::Read(void* out) {
 absl::Status DeliveryQueue::Finish() {
   MutexLock lock(&mu_);
   const int own = CalloutScope::Depth(this);
-  while (!closed_ || callouts_ > own) cv_.Wait(&mu_);
+  while (!closed_ || callouts_ > own) WaitLocked();
   finished_ = true;
   return final_;
 }
@@ -210,14 +210,23 @@ void DeliveryQueue::Detach() {
   MutexLock lock(&mu_);
   detached_ = true;
   store_->Clear();
-  cv_.SignalAll();
+  SignalAllLocked();
   const int own = CalloutScope::Depth(this);
-  while (callouts_ > own) cv_.Wait(&mu_);
+  while (callouts_ > own) WaitLocked();
 }
 
 std::uint64_t DeliveryQueue::delivered() {
   MutexLock lock(&mu_);
   return delivered_;
+}
+
+void DeliveryQueue::WaitLocked() {
+  if (!cv_) cv_ = std::make_unique<CondVar>();
+  cv_->Wait(&mu_);
+}
+
+void DeliveryQueue::SignalAllLocked() {
+  if (cv_) cv_->SignalAll();
 }
 
 bool DeliveryQueue::TakeSpaceLocked() {

@@ -161,7 +161,7 @@ bool StreamMachine::AcceptLocked(const std::shared_ptr<AttemptRec>& rec,
         stats_.has_last_seq = true;
         stats_.last_delivered_seq = gate_.last();
         rec->progressed = true;
-        resyncs_without_progress_ = 0;
+        ResetResyncCountLocked();
         budget_.OnProgress();
         if (!hooks_.deliver_progress) return true;
         break;
@@ -174,7 +174,7 @@ bool StreamMachine::AcceptLocked(const std::shared_ptr<AttemptRec>& rec,
         }
         stats_.has_last_seq = true;
         stats_.last_delivered_seq = gate_.last();
-        resyncs_without_progress_ = 0;
+        ResetResyncCountLocked();
         break;
     }
   } else if (rare_.cursor_of && cursor) {
@@ -184,7 +184,7 @@ bool StreamMachine::AcceptLocked(const std::shared_ptr<AttemptRec>& rec,
       return true;
     }
     RecordCursorLocked(*cursor);
-    resyncs_without_progress_ = 0;
+    ResetResyncCountLocked();
   }
   if (!AdmitAckLocked(ack, w)) return true;
   rec->progressed = true;

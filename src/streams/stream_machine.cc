@@ -187,8 +187,10 @@ void StreamMachine::EndLocked(const absl::Status& status, StreamEnd how,
   retry_.Release(clock_->Now());
   handoff_timer_.Cancel(*clock_);
   migration_timer_.Cancel(*clock_);
-  resync_timer_.Cancel(*clock_);
-  resync_deadline_timer_.Cancel(*clock_);
+  if (resyncs_) {
+    resyncs_->timer.Cancel(*clock_);
+    resyncs_->deadline.Cancel(*clock_);
+  }
   CancelAttemptLocked(current_, w);
   CancelAttemptLocked(old_, w);
   if (rare_.on_end_decided) rare_.on_end_decided();

@@ -580,15 +580,25 @@ class StreamMachine final : public StreamCore,
   // stream). The pointee is guarded by `mu_` (clang 14 takes PT_GUARDED_BY
   // on raw pointers only).
   const std::unique_ptr<CursorReplay> cursors_;
-  // Resync.
+  // Resync. Its epoch tells a start or a `done` that a resync came since.
   std::uint64_t resync_epoch_ ABSL_GUARDED_BY(mu_) = 0;
-  // Resyncs since the last new item; each after the first counts against
-  // the reopen budget, and at max_attempts_without_progress the stream ends.
-  int resyncs_without_progress_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::Status resync_why_ ABSL_GUARDED_BY(mu_);
-  TimerSlot resync_timer_ ABSL_GUARDED_BY(mu_);
-  // Ends a resync whose `done` never comes (max_time_without_progress).
-  TimerSlot resync_deadline_timer_ ABSL_GUARDED_BY(mu_);
+  // Made at the stream's first resync (bytes per open stream: most never
+  // resync); lives as long as the stream (its timers point into it). The
+  // pointee is guarded by `mu_`.
+  struct Resyncs {
+    // Since the last new item; each after the first counts against the
+    // reopen budget, and at max_attempts_without_progress the stream ends.
+    int without_progress = 0;
+    absl::Status why;  // of the resync running
+    TimerSlot timer;   // the resync's wait (backoff, spread)
+    // Ends a resync whose `done` never comes (max_time_without_progress).
+    TimerSlot deadline;
+  };
+  std::unique_ptr<Resyncs> resyncs_ ABSL_GUARDED_BY(mu_);
+  // A new item: resyncs count from zero again.
+  void ResetResyncCountLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (resyncs_) resyncs_->without_progress = 0;
+  }
   ReopenBudget budget_ ABSL_GUARDED_BY(mu_);
   BudgetedRetry retry_ ABSL_GUARDED_BY(mu_);
   // Paces the moves on drain notices (32 bytes).

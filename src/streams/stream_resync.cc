@@ -10,15 +10,17 @@ namespace internal {
 void StreamMachine::BeginResyncLocked(const AttemptRec& asking,
                                       const absl::Status& why, Work& w) {
   if (phase_ == Phase::kFinishing || phase_ == Phase::kResyncing) return;
+  if (!resyncs_) resyncs_ = std::make_unique<Resyncs>();
+  Resyncs& r = *resyncs_;
   // An attempt that was healthy for the whole time bound before it asked
   // is no loop (a quiet watch that reconnects long after its last item and
   // finds its position compacted away): the count starts over.
   if (asking.healthy && max_time_ != absl::InfiniteDuration() &&
       clock_->Now() - asking.started >= max_time_) {
-    resyncs_without_progress_ = 0;
+    r.without_progress = 0;
   }
   absl::Duration delay = absl::ZeroDuration();
-  if (resyncs_without_progress_ > 0) {
+  if (r.without_progress > 0) {
     const absl::Time now = clock_->Now();
     absl::StatusOr<absl::Duration> d = budget_.OnFailure(
         now, budget_.failing() ? budget_.failing_since() : now, why,
@@ -31,9 +33,9 @@ void StreamMachine::BeginResyncLocked(const AttemptRec& asking,
     // failing one), so a server that asks for a resync only after each
     // attempt settled would loop for ever on the budget alone: resyncs
     // without a new item are also counted on their own.
-    if (resyncs_without_progress_ >= budget_.max_attempts()) {
+    if (r.without_progress >= budget_.max_attempts()) {
       GiveUpLocked(ReopenBudget::GaveUpWith(
-                       why, absl::StrCat(resyncs_without_progress_,
+                       why, absl::StrCat(r.without_progress,
                                          " resyncs without a new item")),
                    w);
       return;
@@ -46,10 +48,10 @@ void StreamMachine::BeginResyncLocked(const AttemptRec& asking,
     delay += PointIn(resync_jitter_,
                      resync_pool_->NextSpreadShare(gen_.Unit()));
   }
-  ++resyncs_without_progress_;  // at most max_attempts (given up above)
+  ++r.without_progress;  // at most max_attempts (given up above)
   phase_ = Phase::kResyncing;
   ++resync_epoch_;
-  resync_why_ = why;
+  r.why = why;
   reopen_timer_.Cancel(*clock_);
   handoff_timer_.Cancel(*clock_);
   migration_timer_.Cancel(*clock_);
@@ -59,14 +61,14 @@ void StreamMachine::BeginResyncLocked(const AttemptRec& asking,
   old_.reset();
   if (delay > absl::ZeroDuration()) {
     Notify(w, [delay, why](StreamObserver& o) { o.OnBackoff(delay, why); });
-    ArmLocked(resync_timer_, delay, &StreamMachine::PostResyncLocked);
+    ArmLocked(r.timer, delay, &StreamMachine::PostResyncLocked);
   } else {
     PostResyncLocked(w);
   }
   // A resync that never calls `done` (a listing that hangs) must not hold
   // the stream for ever: it ends once the resync has taken the time bound.
   if (max_time_ != absl::InfiniteDuration()) {
-    ArmLocked(resync_deadline_timer_, delay + max_time_,
+    ArmLocked(r.deadline, delay + max_time_,
               &StreamMachine::OnResyncTimedOutLocked);
   }
 }
@@ -92,7 +94,7 @@ void StreamMachine::OnResyncTimedOutLocked(Work& w) {
                    "tether: resync did not call done within "
                    "max_time_without_progress (",
                    absl::FormatDuration(max_time_),
-                   "); resync was needed because: ", resync_why_.ToString())),
+                   "); resync was needed because: ", resyncs_->why.ToString())),
                w);
 }
 
@@ -149,7 +151,7 @@ void StreamMachine::OnResyncDone(std::uint64_t epoch,
   {
     MutexLock lock(&mu_);
     if (phase_ != Phase::kResyncing || epoch != resync_epoch_) return;
-    resync_deadline_timer_.Cancel(*clock_);
+    resyncs_->deadline.Cancel(*clock_);
     if (!r.ok()) {
       phase_ = Phase::kRunning;
       EndLocked(r.status(), w);
@@ -159,7 +161,7 @@ void StreamMachine::OnResyncDone(std::uint64_t epoch,
       stats_.has_last_seq = true;
       stats_.last_delivered_seq = after;
       ++stats_.resyncs;
-      absl::Status why = resync_why_;
+      absl::Status why = resyncs_->why;
       Notify(w, [why, after](StreamObserver& o) { o.OnResync(why, after); });
       phase_ = Phase::kRunning;
       BeginStartLocked(AttemptReason::kResync, w);

@@ -27,6 +27,7 @@ TEST(CompactFifoTest, KeepsOrderAndReusesItsFront) {
     EXPECT_THAT(rest, ElementsAre(5, 6, 7, 8, 9, 10, 11, 12, 13, 14));
     while (!q.empty()) q.pop_front();
     EXPECT_EQ(q.size(), 0u);
+    EXPECT_EQ(q.capacity(), 0u);  // an empty queue holds nothing
   }
 }
 
@@ -36,6 +37,7 @@ TEST(CompactFifoTest, ClearKeepsItUsable) {
   q.emplace_back(2);
   q.clear();
   EXPECT_TRUE(q.empty());
+  EXPECT_EQ(q.capacity(), 0u);
   q.push_back(3);
   EXPECT_EQ(q.size(), 1u);
   EXPECT_EQ(q.front(), 3);

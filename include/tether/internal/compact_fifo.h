@@ -11,10 +11,12 @@
 namespace tether {
 namespace internal {
 
-// A FIFO that allocates nothing while empty and, once used, only what its
-// longest run held (a vector plus a read index; no per-message allocation).
-// A `std::deque` allocates a 512-byte block and its map up front, per
-// stream, whether or not anything is ever queued.
+// A FIFO that holds no memory while empty (a vector plus a read index): it
+// grows to what a run of items needs, reuses its consumed front while the
+// run lasts, and gives its room back when the run ends. A `std::deque`
+// allocates a 512-byte block and its map up front, per stream, whether or
+// not anything is ever queued; and a queue that kept its room would hold a
+// message's worth for every open stream (most are empty at any time).
 template <class T>
 class CompactFifo {
  public:
@@ -38,13 +40,15 @@ class CompactFifo {
   void pop_front() {
     if (++head_ == items_.size()) clear();
   }
+  // Items it has room for without allocating.
+  std::size_t capacity() const { return items_.capacity(); }
   // Oldest first.
   typename std::vector<T>::const_iterator begin() const {
     return items_.begin() + static_cast<std::ptrdiff_t>(head_);
   }
   typename std::vector<T>::const_iterator end() const { return items_.end(); }
   void clear() {
-    items_.clear();  // keeps the capacity
+    std::vector<T>().swap(items_);  // gives the room back
     head_ = 0;
   }
 

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <memory>
 #include <string>
 #include <thread>
 #include <utility>
@@ -179,6 +180,13 @@ class DeliveryQueue {
   // the lock while the callback runs.
   void RunDoneLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  // Waits on the queue's condition variable, made by the first thread that
+  // waits (a reader, `Finish`, or `Detach` meeting a callout on another
+  // thread): a stream in callback mode usually never waits, and does not
+  // carry one (bytes per open stream).
+  void WaitLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SignalAllLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   const std::size_t capacity_;
   MessageStore* const store_;  // guarded by mu_ (its contents)
   const DoneFn on_done_;
@@ -187,7 +195,7 @@ class DeliveryQueue {
   const bool callback_mode_;
 
   Mutex mu_;
-  CondVar cv_;
+  std::unique_ptr<CondVar> cv_ ABSL_GUARDED_BY(mu_);  // see WaitLocked
   bool full_ ABSL_GUARDED_BY(mu_) = false;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status final_ ABSL_GUARDED_BY(mu_);

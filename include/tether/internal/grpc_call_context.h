@@ -29,6 +29,9 @@ Metadata TrailersOf(const grpc::ClientContext& context);
 using ConfigureAttemptFn =
     std::function<void(grpc::ClientContext&, const AttemptInfo&)>;
 
+// The empty one (a spec without `configure_attempt`).
+const ConfigureAttemptFn& NoConfigureAttempt();
+
 // Drops `ref` on a thread tether owns (one per process, started on first
 // use), never on the caller's. gRPC 1.51 tears down its shared callback
 // queue when the last channel or server using it is released; if that happens

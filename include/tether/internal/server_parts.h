@@ -34,11 +34,15 @@ class ServerStreamParts final : public ResponseParts<Response> {
   ServerStreamParts(Spec& spec, std::function<void(Response&&)> on_message)
       : ResponseParts<Response>(std::move(on_message), spec),
         request_(std::move(spec.request)),
-        factory_(std::move(spec.attempt_factory)),
         start_(std::move(spec.start)),
-        configure_(std::move(spec.configure_attempt)),
-        resume_after_(std::move(spec.resume_after)),
-        resume_from_cursor_(std::move(spec.resume_from_cursor)) {}
+        resume_after_(std::move(spec.resume_after)) {
+    if (spec.attempt_factory || spec.configure_attempt ||
+        spec.resume_from_cursor) {
+      rare_.reset(new Rare{std::move(spec.attempt_factory),
+                           std::move(spec.configure_attempt),
+                           std::move(spec.resume_from_cursor)});
+    }
+  }
 
   const void* request() const override { return &request_; }
   void* NewRequestCopy() const override { return new Request(request_); }
@@ -50,7 +54,7 @@ class ServerStreamParts final : public ResponseParts<Response> {
     if (state.has_position) {
       resume_after_(r, state.last);
     } else if (state.has_cursor) {
-      resume_from_cursor_(r, state.cursor);
+      rare_->resume_from_cursor(r, state.cursor);
     }
   }
   std::shared_ptr<Attempt> StartAttempt(const ConnectionPick& connection,
@@ -58,22 +62,28 @@ class ServerStreamParts final : public ResponseParts<Response> {
                                         const void* request,
                                         AttemptSink sink) override {
     const Request& r = *static_cast<const Request*>(request);
-    if (factory_) {
-      return factory_->StartAttempt(
+    if (rare_ && rare_->factory) {
+      return rare_->factory->StartAttempt(
           connection, info, r,
           std::make_shared<SinkListener<Response>>(std::move(sink)));
     }
     return GrpcReadAttempt<Request, Response>::Run(
-        start_, configure_, connection, info, r, std::move(sink));
+        start_, rare_ ? rare_->configure : NoConfigureAttempt(), connection,
+        info, r, std::move(sink));
   }
 
  private:
+  // Fewer streams set these: behind one pointer (bytes per stream).
+  struct Rare {
+    std::shared_ptr<AttemptFactory<Request, Response>> factory;
+    ConfigureAttemptFn configure;
+    std::function<void(Request&, const std::string&)> resume_from_cursor;
+  };
+
   const Request request_;
-  const std::shared_ptr<AttemptFactory<Request, Response>> factory_;
   const typename GrpcReadAttempt<Request, Response>::StartFn start_;
-  const ConfigureAttemptFn configure_;
   const std::function<void(Request&, std::uint64_t)> resume_after_;
-  const std::function<void(Request&, const std::string&)> resume_from_cursor_;
+  std::unique_ptr<const Rare> rare_;
 };
 
 }  // namespace internal

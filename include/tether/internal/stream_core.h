@@ -196,20 +196,20 @@ template <class Response>
 struct ResponseFunctions {
   // Moves the functions out of `spec` (checked by `TakeSharedFields`).
   explicit ResponseFunctions(StreamSpecBase<Response>& spec)
-      : sequence_of(std::move(spec.sequence_of)),
-        position_of(std::move(spec.position_of)) {
-    if (spec.trim_delivered || spec.cursor_of || spec.resync_on_message ||
-        spec.is_drain_notice) {
-      rare.reset(new Rare{
-          std::move(spec.trim_delivered), std::move(spec.cursor_of),
-          std::move(spec.resync_on_message), std::move(spec.is_drain_notice)});
+      : sequence_of(std::move(spec.sequence_of)) {
+    if (spec.position_of || spec.trim_delivered || spec.cursor_of ||
+        spec.resync_on_message || spec.is_drain_notice) {
+      rare.reset(
+          new Rare{std::move(spec.position_of), std::move(spec.trim_delivered),
+                   std::move(spec.cursor_of), std::move(spec.resync_on_message),
+                   std::move(spec.is_drain_notice)});
     }
   }
 
   std::function<absl::optional<std::uint64_t>(const Response&)> sequence_of;
-  std::function<Position(const Response&)> position_of;
-  // Few streams set these: behind one pointer (bytes per stream).
+  // Fewer streams set these: behind one pointer (bytes per stream).
   struct Rare {
+    std::function<Position(const Response&)> position_of;
     std::function<void(Response&, std::uint64_t)> trim_delivered;
     std::function<absl::optional<std::string>(const Response&)> cursor_of;
     std::function<bool(const Response&)> resync_on_message;
@@ -238,7 +238,7 @@ class ResponseParts : public StreamParts {
 
   absl::optional<Position> PositionOf(const void* response) const final {
     const Response& r = *static_cast<const Response*>(response);
-    if (!fns_.sequence_of) return fns_.position_of(r);
+    if (!fns_.sequence_of) return fns_.rare->position_of(r);
     absl::optional<std::uint64_t> seq = fns_.sequence_of(r);
     if (!seq) return absl::nullopt;
     return Position::Item(*seq);

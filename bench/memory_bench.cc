@@ -297,6 +297,19 @@ Result Measure(Variant v, const std::string& addr, int n, int warmup, int id) {
   return r;
 }
 
+// Runs the replica, writes its address and a newline to `fd`, and serves
+// until the process is killed. Returns only if the replica does not start.
+int ServeReplica(int fd) {
+  ex::LedgerReplicaOptions o;
+  o.name = "mem";
+  o.tick = kTick;
+  ex::LedgerReplica r(o);
+  if (!r.Start().ok()) return 1;
+  const std::string a = r.address() + "\n";
+  (void)!write(fd, a.data(), a.size());
+  for (;;) pause();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -305,17 +318,7 @@ int main(int argc, char** argv) {
   const int n = absl::GetFlag(FLAGS_streams);
   const int warmup = std::max(1, absl::GetFlag(FLAGS_warmup));
 
-  if (absl::GetFlag(FLAGS_serve)) {
-    ex::LedgerReplicaOptions o;
-    o.name = "mem";
-    o.tick = kTick;
-    ex::LedgerReplica r(o);
-    if (!r.Start().ok()) return 1;
-    std::printf("%s\n", r.address().c_str());
-    std::fflush(stdout);
-    pause();  // until killed
-    return 0;
-  }
+  if (absl::GetFlag(FLAGS_serve)) return ServeReplica(STDOUT_FILENO);
   const std::string variant = absl::GetFlag(FLAGS_variant);
   if (!variant.empty()) {
     const std::string server = absl::GetFlag(FLAGS_server);
@@ -334,15 +337,7 @@ int main(int argc, char** argv) {
   pid_t server = fork();
   if (server == 0) {
     close(pipefd[0]);
-    ex::LedgerReplicaOptions o;
-    o.name = "mem";
-    o.tick = kTick;
-    ex::LedgerReplica r(o);
-    if (!r.Start().ok()) _exit(1);
-    std::string a = r.address() + "\n";
-    (void)!write(pipefd[1], a.data(), a.size());
-    pause();  // until SIGKILL
-    _exit(0);
+    _exit(ServeReplica(pipefd[1]));
   }
   close(pipefd[1]);
   char buf[64] = {};

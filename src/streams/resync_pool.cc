@@ -99,9 +99,10 @@ struct ResyncPool::State {
   int idle ABSL_GUARDED_BY(mu) = 0;
   std::size_t running ABSL_GUARDED_BY(mu) = 0;
   bool closed ABSL_GUARDED_BY(mu) = false;
-  // The resync spread's order (`internal::SpreadOrder`, kept as its two
-  // values: the type is internal), its offset from the first ask. A leaf
-  // lock: streams ask under their own.
+  // The resync spread's order, its offset from the first ask. Kept as the
+  // two values of an `internal::SpreadOrder` (`SpreadOrder::Point`): that
+  // type has hidden visibility and `State` does not, so it cannot hold one.
+  // A leaf lock: streams ask under their own.
   internal::Mutex spread_mu;
   double spread_offset ABSL_GUARDED_BY(spread_mu) = 0.0;
   std::uint32_t spread_taken ABSL_GUARDED_BY(spread_mu) = 0;

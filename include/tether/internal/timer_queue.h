@@ -117,7 +117,7 @@ class TimerQueue {
     }
   }
 
-  // Keeps only the live entries.
+  // Gives back the room of timers that have gone (see the class comment).
   void MaybeShrink() {
     if (fns_.capacity() > kKeptRoom && fns_.size() * 8 < fns_.capacity()) {
       fns_.rehash(0);  // to fit what is left
@@ -128,6 +128,7 @@ class TimerQueue {
     }
   }
 
+  // Keeps only the live entries.
   void Compact() {
     heap_.erase(std::remove_if(heap_.begin(), heap_.end(),
                                [this](const Entry& e) {

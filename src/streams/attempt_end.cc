@@ -22,9 +22,9 @@ void StreamMachine::OnAttemptDone(const std::shared_ptr<AttemptRec>& rec,
   absl::Status classifier_threw;
   RetryPushback pushback;
   bool resync = false;
-  if (!by_client && rare_.resync_on_end) {
+  if (!by_client && rare().resync_on_end) {
     try {
-      resync = rare_.resync_on_end(status);
+      resync = rare().resync_on_end(status);
     } catch (...) {
       classifier_threw =
           CallbackThrew("resync_on_end", std::current_exception());
@@ -35,7 +35,7 @@ void StreamMachine::OnAttemptDone(const std::shared_ptr<AttemptRec>& rec,
     end.received_messages = received;
     pushback = end.pushback;
     try {
-      cls = classifier_(end);
+      cls = settings_->classifier(end);
     } catch (...) {
       classifier_threw = CallbackThrew("classifier", std::current_exception());
     }
@@ -45,8 +45,6 @@ void StreamMachine::OnAttemptDone(const std::shared_ptr<AttemptRec>& rec,
   Work w;
   {
     MutexLock lock(&mu_);
-    rec->pushback = pushback;
-    rec->end_status = status;
     rec->live = false;
     DropHoldLocked(*rec, w);
     --live_attempts_;
@@ -81,20 +79,21 @@ void StreamMachine::OnAttemptDone(const std::shared_ptr<AttemptRec>& rec,
     facts.announced_drain = rec->draining || rec->noticed;
     facts.progressed = rec->progressed;
     facts.has_fallback = old_ != nullptr;
-    facts.pushback_stop = rec->pushback.stop;
+    facts.pushback_stop = pushback.stop;
     // A server's pushback says when to come back: it is not waived.
     facts.spread_wait = rec == current_ && SpreadingLocked() &&
-                        (rec->healthy || rec->progressed) &&
-                        !rec->pushback.present;
-    ApplyEndLocked(rec, DecideEnd(facts), w);
+                        (rec->healthy || rec->progressed) && !pushback.present;
+    ApplyEndLocked(rec, DecideEnd(facts), status, pushback, w);
   }
   Flush(w);
 }
 
 void StreamMachine::ApplyEndLocked(const std::shared_ptr<AttemptRec>& rec,
-                                   const EndDecision& d, Work& w) {
+                                   const EndDecision& d,
+                                   const absl::Status& status,
+                                   const RetryPushback& pushback, Work& w) {
   using Action = EndDecision::Action;
-  if (d.report_unannounced) ReportEndLater(*rec, rec->end_status, w);
+  if (d.report_unannounced) ReportEndLater(*rec, status, w);
   switch (d.action) {
     case Action::kNothing:
       MaybeFinalizeLocked();  // the last end of an ending stream
@@ -103,11 +102,11 @@ void StreamMachine::ApplyEndLocked(const std::shared_ptr<AttemptRec>& rec,
       EndLocked(d.status, w);
       return;
     case Action::kResync:
-      BeginResyncLocked(*rec, rec->end_status, w);
+      BeginResyncLocked(*rec, status, w);
       return;
     case Action::kDropFallback:
       old_.reset();
-      handoff_timer_.Cancel(*clock_);
+      handoff_timer_.Cancel(*settings_->clock);
       return;
     case Action::kFallBack:
       // The replacement of a migration failed while the draining attempt
@@ -117,34 +116,34 @@ void StreamMachine::ApplyEndLocked(const std::shared_ptr<AttemptRec>& rec,
       break;
     case Action::kReopen:
       if (d.at_once) {
-        migration_timer_.Cancel(*clock_);
+        migration_timer_.Cancel(*settings_->clock);
         BeginStartLocked(AttemptReason::kMigration, w);
         return;
       }
-      if (!d.after_progress && !rec->healthy && !rec->pushback.present &&
+      if (!d.after_progress && !rec->healthy && !pushback.present &&
           !(d.unless_starting && starting_) &&
-          BackToScheduleLocked(rec->hinted_due, rec->end_status, w)) {
+          BackToScheduleLocked(rec->hinted_due, status, w)) {
         return;
       }
       break;
   }
-  const absl::Time now = clock_->Now();
+  const absl::Time now = settings_->clock->Now();
   absl::StatusOr<absl::Duration> delay =
-      d.after_progress
-          ? absl::StatusOr<absl::Duration>(
-                budget_.AfterProgress(absl::BitGenRef(gen_)))
-          : budget_.OnFailure(now, FailingSince(*rec), rec->end_status,
-                              absl::BitGenRef(gen_));
+      d.after_progress ? absl::StatusOr<absl::Duration>(
+                             budget_.AfterProgress(absl::BitGenRef(gen_)))
+                       : budget_.OnFailure(now, FailingSince(*rec), status,
+                                           absl::BitGenRef(gen_));
   if (d.use_pushback) {
-    delay = WithPushback(std::move(delay), rec->pushback.present,
-                         rec->pushback.delay, now, budget_.failing(),
-                         budget_.failing_since(), max_time_);
+    delay = WithPushback(std::move(delay), pushback.present, pushback.delay,
+                         now, budget_.failing(), budget_.failing_since(),
+                         settings_->max_time);
   }
   if (d.spends_retry) {
-    const absl::Time give_up_at = max_time_ == absl::InfiniteDuration()
-                                      ? absl::InfiniteFuture()
-                                      : budget_.failing_since() + max_time_;
-    delay = retry_.Take(std::move(delay), now, give_up_at, rec->end_status);
+    const absl::Time give_up_at =
+        settings_->max_time == absl::InfiniteDuration()
+            ? absl::InfiniteFuture()
+            : budget_.failing_since() + settings_->max_time;
+    delay = retry_.Take(std::move(delay), now, give_up_at, status);
     if (retry_.added_wait() > absl::ZeroDuration()) {
       Notify(w, [added = retry_.added_wait()](StreamObserver& o) {
         o.OnRetryBudgetWait(added);
@@ -160,13 +159,14 @@ void StreamMachine::ApplyEndLocked(const std::shared_ptr<AttemptRec>& rec,
     return;
   }
   if (d.unless_starting && starting_) return;  // a move's start is on its way
-  ArmReopenTimerLocked(*delay, rec->end_status, w);
+  ArmReopenTimerLocked(*delay, status, w);
 }
 
 absl::Time StreamMachine::FailingSince(const AttemptRec& rec) {
   if (!rec.healthy) return rec.started;
-  return stall_timeout_ > absl::ZeroDuration() ? rec.last_activity
-                                               : clock_->Now();
+  return settings_->stall_timeout > absl::ZeroDuration()
+             ? rec.last_activity
+             : settings_->clock->Now();
 }
 
 void StreamMachine::ReportEndLater(const AttemptRec& rec,
@@ -183,7 +183,7 @@ void StreamMachine::ReportEndLater(const AttemptRec& rec,
 
 bool StreamMachine::BackToScheduleLocked(absl::Time due,
                                          const absl::Status& why, Work& w) {
-  const absl::Time now = clock_->Now();
+  const absl::Time now = settings_->clock->Now();
   if (due <= now || !budget_.failing()) return false;
   ArmReopenTimerLocked(due - now, why, w);
   return true;
@@ -193,8 +193,8 @@ void StreamMachine::ArmReopenTimerLocked(absl::Duration delay,
                                          const absl::Status& last, Work& w) {
   phase_ = Phase::kWaiting;
   hinted_due_ = absl::InfinitePast();  // the timer is the schedule now
-  reopen_due_ = clock_->Now() + delay;
-  if (delay > recovery_jitter_) {
+  reopen_due_ = settings_->clock->Now() + delay;
+  if (delay > settings_->recovery_jitter) {
     // Woken early if the source sees a usable connection come back.
     auto self = this->shared_from_this();
     w.internal.Add(

@@ -8,27 +8,27 @@ namespace internal {
 
 void StreamMachine::ArmAttemptTimersLocked(
     const std::shared_ptr<AttemptRec>& rec) {
-  if (stall_timeout_ > absl::ZeroDuration()) {
-    ArmLocked(rec, &AttemptRec::watch_timer, stall_timeout_,
+  if (settings_->stall_timeout > absl::ZeroDuration()) {
+    ArmLocked(rec, &AttemptRec::watch_timer, settings_->stall_timeout,
               &StreamMachine::OnStallTimerLocked);
   } else {
-    ArmLocked(rec, &AttemptRec::watch_timer, settle_time_,
+    ArmLocked(rec, &AttemptRec::watch_timer, settings_->settle_time,
               &StreamMachine::OnSettleTimerLocked);
   }
-  absl::Time deadline = rec->started + open_timeout_;
-  if (max_time_ != absl::InfiniteDuration()) {
+  absl::Time deadline = rec->started + settings_->open_timeout;
+  if (settings_->max_time != absl::InfiniteDuration()) {
     const absl::Time since =
         budget_.failing() ? std::min(budget_.failing_since(), rec->started)
                           : rec->started;
-    deadline = std::min(deadline, since + max_time_);
+    deadline = std::min(deadline, since + settings_->max_time);
   }
-  ArmLocked(rec, &AttemptRec::open_timer, deadline - clock_->Now(),
+  ArmLocked(rec, &AttemptRec::open_timer, deadline - settings_->clock->Now(),
             &StreamMachine::OnOpenTimerLocked);
 }
 
 void StreamMachine::CancelAttemptTimersLocked(AttemptRec& rec) {
-  rec.watch_timer.Cancel(*clock_);
-  rec.open_timer.Cancel(*clock_);
+  rec.watch_timer.Cancel(*settings_->clock);
+  rec.open_timer.Cancel(*settings_->clock);
 }
 
 void StreamMachine::OnStallTimerLocked(const std::shared_ptr<AttemptRec>& rec,
@@ -36,13 +36,14 @@ void StreamMachine::OnStallTimerLocked(const std::shared_ptr<AttemptRec>& rec,
   if (!rec->running() || rec->stalled || phase_ == Phase::kFinishing) {
     return;
   }
-  const absl::Time now = clock_->Now();
+  const absl::Time now = settings_->clock->Now();
   const absl::Duration silent = now - rec->last_activity;
-  if (rec->held || silent < stall_timeout_) {
+  if (rec->held || silent < settings_->stall_timeout) {
     // Held: silent because the stream stopped it. Otherwise a message
     // came meanwhile: look again when it would be silent for long enough.
     ArmLocked(rec, &AttemptRec::watch_timer,
-              rec->held ? stall_timeout_ : stall_timeout_ - silent,
+              rec->held ? settings_->stall_timeout
+                        : settings_->stall_timeout - silent,
               &StreamMachine::OnStallTimerLocked);
     return;
   }
@@ -71,7 +72,7 @@ void StreamMachine::OnStallTimerLocked(const std::shared_ptr<AttemptRec>& rec,
 void StreamMachine::FailedWhileLiveLocked(absl::Time failing_since,
                                           const absl::Status& why, Work& w) {
   absl::StatusOr<absl::Duration> delay = budget_.OnFailure(
-      clock_->Now(), failing_since, why, absl::BitGenRef(gen_));
+      settings_->clock->Now(), failing_since, why, absl::BitGenRef(gen_));
   if (!delay.ok()) {
     GiveUpLocked(delay.status(), w);
     return;
@@ -118,7 +119,7 @@ void StreamMachine::OnOpenCheckedLocked(const std::shared_ptr<AttemptRec>& rec,
   if (connected || rec->got_message) return;
   const absl::Status why = absl::UnavailableError(absl::StrCat(
       "tether: attempt ", rec->info.attempt, " was not connected after ",
-      absl::FormatDuration(clock_->Now() - rec->started)));
+      absl::FormatDuration(settings_->clock->Now() - rec->started)));
   ReportEndLater(*rec, why, w);
   RecordLater(rec->ticket, BreakerGate::kFailure, why, w);
   CancelAttemptLocked(rec, w);  // it retires; its OnDone is ignored
@@ -131,7 +132,7 @@ void StreamMachine::OnOpenCheckedLocked(const std::shared_ptr<AttemptRec>& rec,
     } else {
       current_.reset();
       absl::StatusOr<absl::Duration> delay = budget_.OnFailure(
-          clock_->Now(), rec->started, why, absl::BitGenRef(gen_));
+          settings_->clock->Now(), rec->started, why, absl::BitGenRef(gen_));
       if (!delay.ok()) {
         GiveUpLocked(delay.status(), w);
       } else if (!starting_) {
@@ -145,11 +146,11 @@ void StreamMachine::OnConnectionAvailable() {
   MutexLock lock(&mu_);
   if (phase_ != Phase::kWaiting) return;
   absl::Duration spread = absl::ZeroDuration();
-  if (recovery_jitter_ > absl::ZeroDuration()) {
-    spread = gen_.Below(recovery_jitter_);
+  if (settings_->recovery_jitter > absl::ZeroDuration()) {
+    spread = gen_.Below(settings_->recovery_jitter);
   }
   // Never earlier than the retry budget allows.
-  const absl::Time now = clock_->Now();
+  const absl::Time now = settings_->clock->Now();
   const absl::Time earliest = std::max(now + spread, retry_.not_before());
   if (reopen_due_ <= earliest) return;
   hinted_due_ = std::max(hinted_due_, reopen_due_);
@@ -168,7 +169,7 @@ void StreamMachine::OnSettleCheckedLocked(
   if (connected) {
     MarkHealthyLocked(rec, /*ends_failing=*/true, w);
   } else {  // look again later
-    ArmLocked(rec, &AttemptRec::watch_timer, settle_time_,
+    ArmLocked(rec, &AttemptRec::watch_timer, settings_->settle_time,
               &StreamMachine::OnSettleTimerLocked);
   }
 }
@@ -179,8 +180,9 @@ void StreamMachine::MarkHealthyLocked(const std::shared_ptr<AttemptRec>& rec,
   rec->healthy = true;
   // The stall watch goes on; the settle watch and the open deadline are
   // answered.
-  if (stall_timeout_ <= absl::ZeroDuration()) rec->watch_timer.Cancel(*clock_);
-  rec->open_timer.Cancel(*clock_);
+  if (settings_->stall_timeout <= absl::ZeroDuration())
+    rec->watch_timer.Cancel(*settings_->clock);
+  rec->open_timer.Cancel(*settings_->clock);
   if (ends_failing) budget_.OnProgress();
   RecordLater(rec->ticket, BreakerGate::kSuccess, absl::OkStatus(), w);
 }

@@ -14,19 +14,19 @@ void StreamMachine::BeginStartLocked(AttemptReason reason, Work& w) {
   }
   starting_ = true;
   phase_ = Phase::kRunning;
-  retry_.Release(clock_->Now());
-  drained_during_start_.clear();
+  retry_.Release(settings_->clock->Now());
+  drained_during_start_.reset();
   auto self = this->shared_from_this();
   w.internal.Add([self, reason] { self->StartAttempt(reason); });
 }
 
 void StreamMachine::StartAttempt(AttemptReason reason) {
   Work w;
-  absl::optional<BreakerGate::Ticket> ticket;
-  if (breaker_.enabled()) {
-    absl::StatusOr<BreakerGate::Ticket> permit = breaker_.Acquire();
+  BreakerGate::Ticket ticket;
+  if (settings_->breaker.enabled()) {
+    absl::StatusOr<BreakerGate::Ticket> permit = settings_->breaker.Acquire();
     if (!permit.ok()) {
-      const absl::Duration wait = breaker_.RetryDelay();
+      const absl::Duration wait = settings_->breaker.RetryDelay();
       {
         MutexLock lock(&mu_);
         OnStartFailedLocked(reason, permit.status(), /*refused=*/true, wait, w);
@@ -38,10 +38,10 @@ void StreamMachine::StartAttempt(AttemptReason reason) {
   }
   absl::StatusOr<ConnectionPick> pick = source_->Pick(WeakListener());
   if (!pick.ok()) {
-    if (ticket) {
-      breaker_.Record(std::move(*ticket),
-                      BreakerGate::ClassifyFailedPick(pick.status()),
-                      pick.status());
+    if (ticket.valid()) {
+      settings_->breaker.Record(std::move(ticket),
+                                BreakerGate::ClassifyFailedPick(pick.status()),
+                                pick.status());
     }
     {
       MutexLock lock(&mu_);
@@ -120,9 +120,8 @@ void StreamMachine::StartAttempt(AttemptReason reason) {
   Flush(w);
 }
 
-void StreamMachine::AbandonStartLocked(
-    const ConnectionPick& pick, absl::optional<BreakerGate::Ticket>& ticket,
-    Work& w) {
+void StreamMachine::AbandonStartLocked(const ConnectionPick& pick,
+                                       BreakerGate::Ticket& ticket, Work& w) {
   starting_ = false;
   start_is_move_ = false;
   hinted_due_ = absl::InfinitePast();
@@ -135,10 +134,11 @@ void StreamMachine::AbandonStartLocked(
   MaybeFinalizeLocked();
 }
 
-void StreamMachine::CommitStartLocked(
-    AttemptReason reason, ConnectionPick pick,
-    absl::optional<BreakerGate::Ticket> ticket, std::shared_ptr<void> request,
-    bool resumed, std::uint64_t after, CursorReplay::Catchup catchup, Work& w) {
+void StreamMachine::CommitStartLocked(AttemptReason reason, ConnectionPick pick,
+                                      BreakerGate::Ticket ticket,
+                                      std::shared_ptr<void> request,
+                                      bool resumed, std::uint64_t after,
+                                      CursorReplay::Catchup catchup, Work& w) {
   starting_ = false;
   start_is_move_ = false;
   migration_retry_delay_ = absl::ZeroDuration();
@@ -146,16 +146,18 @@ void StreamMachine::CommitStartLocked(
   if (reason == AttemptReason::kReopen) rec->hinted_due = hinted_due_;
   hinted_due_ = absl::InfinitePast();
   rec->ticket = std::move(ticket);
-  rec->started = clock_->Now();
+  rec->started = settings_->clock->Now();
   rec->info.attempt = ++stats_.attempts;
   rec->info.connection_id = pick.connection_id;
   rec->info.resumed = resumed;
   rec->info.resume_after_seq = resumed ? after : 0;
-  if (rare_.cursor_of) rec->catchup = catchup;
-  for (std::uint64_t id : drained_during_start_) {
-    if (id == pick.connection_id) rec->draining = true;
+  if (rare().cursor_of) rec->catchup = catchup;
+  if (drained_during_start_) {
+    for (std::uint64_t id : *drained_during_start_) {
+      if (id == pick.connection_id) rec->draining = true;
+    }
+    drained_during_start_.reset();
   }
-  drained_during_start_.clear();
   const bool replaces_live = current_ && current_->running();
   if (replaces_live) {
     // Make before break: the current attempt stays as the fallback.
@@ -163,7 +165,7 @@ void StreamMachine::CommitStartLocked(
     rec->info.reason =
         old_->noticed ? AttemptReason::kDrainNotice : AttemptReason::kMigration;
     ++stats_.migrations;
-    ArmLocked(handoff_timer_, handoff_timeout_,
+    ArmLocked(handoff_timer_, settings_->handoff_timeout,
               &StreamMachine::OnHandoffTimerLocked);
   } else {
     // A first attempt that comes after failed starts is a reopen; the
@@ -215,8 +217,8 @@ void StreamMachine::OnStartFailedLocked(AttemptReason reason,
       // The stream is failing (its attempt went silent): a move that
       // cannot start is one more failed attempt, within the budget.
       FailedWhileLiveLocked(
-          budget_.failing() ? budget_.failing_since() : clock_->Now(), status,
-          w);
+          budget_.failing() ? budget_.failing_since() : settings_->clock->Now(),
+          status, w);
       return;
     }
     // A migration could not start: stay on the draining attempt and try
@@ -230,12 +232,13 @@ void StreamMachine::OnStartFailedLocked(AttemptReason reason,
     return;
   }
   if (refused) {
-    if (reason == AttemptReason::kFirst && fail_fast_on_open_breaker_) {
+    if (reason == AttemptReason::kFirst &&
+        settings_->fail_fast_on_open_breaker) {
       EndLocked(status, w);
       return;
     }
     absl::StatusOr<absl::Duration> wait =
-        budget_.OnRefused(clock_->Now(), breaker_wait, status);
+        budget_.OnRefused(settings_->clock->Now(), breaker_wait, status);
     if (!wait.ok()) {
       GiveUpLocked(wait.status(), w);
       return;
@@ -244,7 +247,7 @@ void StreamMachine::OnStartFailedLocked(AttemptReason reason,
     return;
   }
   if (BackToScheduleLocked(hinted_due, status, w)) return;
-  const absl::Time now = clock_->Now();
+  const absl::Time now = settings_->clock->Now();
   absl::StatusOr<absl::Duration> delay =
       budget_.OnFailure(now, now, status, absl::BitGenRef(gen_));
   if (!delay.ok()) {

@@ -10,9 +10,8 @@
 namespace tether {
 namespace internal {
 
-ReopenBudget::ReopenBudget(std::shared_ptr<const BackoffPolicy> schedule,
-                           Limits limits)
-    : schedule_(std::move(schedule)), limits_(limits) {}
+ReopenBudget::ReopenBudget(std::shared_ptr<const Policy> policy)
+    : policy_(std::move(policy)) {}
 
 void ReopenBudget::OnProgress() {
   failing_ = false;
@@ -56,14 +55,15 @@ absl::StatusOr<absl::Duration> ReopenBudget::OnFailure(
   StartFailing(std::min(failing_since, now));
   ++failed_attempts_;
   const absl::Duration elapsed = now - failing_since_;
-  if (failed_attempts_ >= limits_.max_attempts || elapsed >= limits_.max_time) {
+  if (failed_attempts_ >= policy_->limits.max_attempts ||
+      elapsed >= policy_->limits.max_time) {
     return GaveUp(last, elapsed, /*count_attempts=*/true);
   }
-  if (!backoff_) backoff_ = schedule_->Clone();
+  if (!backoff_) backoff_ = policy_->schedule->Clone();
   absl::Duration delay = backoff_->OnFailure(gen);
   backoff_used_ = true;
-  if (limits_.max_time != absl::InfiniteDuration()) {
-    delay = std::min(delay, limits_.max_time - elapsed);
+  if (policy_->limits.max_time != absl::InfiniteDuration()) {
+    delay = std::min(delay, policy_->limits.max_time - elapsed);
   }
   return std::max(delay, absl::ZeroDuration());
 }
@@ -72,23 +72,23 @@ absl::StatusOr<absl::Duration> ReopenBudget::OnRefused(
     absl::Time now, absl::Duration breaker_wait, const absl::Status& refused) {
   StartFailing(now);
   const absl::Duration elapsed = now - failing_since_;
-  if (elapsed >= limits_.max_time) {
+  if (elapsed >= policy_->limits.max_time) {
     return GaveUp(refused, elapsed, /*count_attempts=*/false);
   }
   absl::Duration delay = breaker_wait;
-  if (limits_.max_time != absl::InfiniteDuration()) {
-    delay = std::min(delay, limits_.max_time - elapsed);
+  if (policy_->limits.max_time != absl::InfiniteDuration()) {
+    delay = std::min(delay, policy_->limits.max_time - elapsed);
   }
   return std::max(delay, absl::ZeroDuration());
 }
 
 absl::Duration ReopenBudget::AfterProgress(absl::BitGenRef gen) const {
-  if (limits_.progress_jitter <= absl::ZeroDuration()) {
+  if (policy_->limits.progress_jitter <= absl::ZeroDuration()) {
     return absl::ZeroDuration();
   }
-  return absl::Seconds(absl::Uniform(
-      absl::IntervalClosedOpen, gen, 0.0,
-      absl::ToDoubleSeconds(limits_.progress_jitter)));
+  return absl::Seconds(
+      absl::Uniform(absl::IntervalClosedOpen, gen, 0.0,
+                    absl::ToDoubleSeconds(policy_->limits.progress_jitter)));
 }
 
 }  // namespace internal

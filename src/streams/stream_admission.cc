@@ -17,22 +17,22 @@ bool StreamMachine::OnMessage(const std::shared_ptr<AttemptRec>& rec,
   absl::Status threw;
   const char* fn = "is_drain_notice";
   try {
-    if (rare_.drain_notice) notice = parts_->IsDrainNotice(response);
+    if (rare().drain_notice) notice = parts_->IsDrainNotice(response);
     fn = "resync_on_message";
-    if (!notice && rare_.resync_on_message) {
+    if (!notice && rare().resync_on_message) {
       resync = parts_->ResyncOnMessage(response);
     }
     const bool positioned = !notice && !resync;  // a notice carries none
     if (positioned && hooks_.position_of) {
       fn = hooks_.position_name;
       pos = parts_->PositionOf(response);
-    } else if (positioned && rare_.cursor_of) {
+    } else if (positioned && rare().cursor_of) {
       fn = "cursor_of";
       cursor = parts_->CursorOf(response);
     }
-    if (positioned && rare_.acks) {
+    if (positioned && rare().acks) {
       fn = "acknowledges";
-      ack = rare_.acks->Match(response);
+      ack = rare().acks->Match(response);
     }
   } catch (...) {
     threw = CallbackThrew(fn, std::current_exception());
@@ -88,23 +88,24 @@ bool StreamMachine::OnMessage(const std::shared_ptr<AttemptRec>& rec,
 bool StreamMachine::OnNoticeLocked(const std::shared_ptr<AttemptRec>& rec,
                                    void* response, Work& w) {
   ++stats_.drain_notices;
-  if (stall_timeout_ > absl::ZeroDuration()) {
-    rec->last_activity = clock_->Now();
+  if (settings_->stall_timeout > absl::ZeroDuration()) {
+    rec->last_activity = settings_->clock->Now();
   }
   AttemptInfo info = rec->info;
   Notify(w, [info](StreamObserver& o) { o.OnDrainNotice(info); });
   const bool first = !rec->noticed;
   rec->noticed = true;
   if (first && rec == current_) MoveOnNoticeLocked(w);
-  return rare_.deliver_drain_notice ? PushLocked(rec, response) : true;
+  return rare().deliver_drain_notice ? PushLocked(rec, response) : true;
 }
 
 void StreamMachine::MoveOnNoticeLocked(Work& w) {
-  if (phase_ != Phase::kRunning || starting_ || !migrate_on_drain_ ||
+  if (phase_ != Phase::kRunning || starting_ || !settings_->migrate_on_drain ||
       migration_timer_.armed()) {
     return;
   }
-  const absl::Duration wait = notice_pace_.Take(clock_->Now());
+  if (!notice_pace_) notice_pace_ = std::make_unique<NoticePace>();
+  const absl::Duration wait = notice_pace_->Take(settings_->clock->Now());
   if (wait <= absl::ZeroDuration()) {
     MaybeMigrateLocked(/*now=*/false, w);
     return;
@@ -123,11 +124,12 @@ bool StreamMachine::AcceptLocked(const std::shared_ptr<AttemptRec>& rec,
                                  void* response, const AckMatch& ack,
                                  absl::optional<std::uint64_t>* trim_at,
                                  Work& w) {
-  if (stall_timeout_ > absl::ZeroDuration()) rec->last_activity = clock_->Now();
+  if (settings_->stall_timeout > absl::ZeroDuration())
+    rec->last_activity = settings_->clock->Now();
   if (!rec->got_message) {
     rec->got_message = true;
     AttemptInfo info = rec->info;
-    absl::Duration since = clock_->Now() - rec->started;
+    absl::Duration since = settings_->clock->Now() - rec->started;
     Notify(w,
            [info, since](StreamObserver& o) { o.OnFirstMessage(info, since); });
     // The replacement is live: hand off from the draining attempt.
@@ -177,7 +179,7 @@ bool StreamMachine::AcceptLocked(const std::shared_ptr<AttemptRec>& rec,
         ResetResyncCountLocked();
         break;
     }
-  } else if (rare_.cursor_of && cursor) {
+  } else if (rare().cursor_of && cursor) {
     if (cursors_->IsReplay(rec->catchup, *cursor)) {
       ++stats_.duplicates_dropped;
       Notify(w, [](StreamObserver& o) { o.OnDuplicateDropped(0, 0); });
@@ -193,7 +195,7 @@ bool StreamMachine::AcceptLocked(const std::shared_ptr<AttemptRec>& rec,
 }
 
 bool StreamMachine::AdmitAckLocked(const AckMatch& ack, Work& w) {
-  if (!rare_.acks || rare_.acks->Admit(ack, w.internal)) return true;
+  if (!rare().acks || rare().acks->Admit(ack, w.internal)) return true;
   ++stats_.duplicates_dropped;
   Notify(w, [](StreamObserver& o) { o.OnDuplicateDropped(0, 0); });
   return false;

@@ -3,6 +3,8 @@
 // The composing machine: the public calls, the drain notice, timers, the end.
 #include "streams/stream_machine.h"
 
+#include "absl/random/random.h"
+
 namespace tether {
 namespace internal {
 
@@ -10,12 +12,15 @@ absl::StatusOr<std::shared_ptr<StreamCore>> StreamMachine::Create(
     std::shared_ptr<ConnectionSource> source,
     std::unique_ptr<StreamParts> parts, Hooks hooks,
     ReconnectingStreamOptions options, DoneFn on_done) {
-  absl::StatusOr<StreamSetup> setup = PrepareStream(options);
-  if (!setup.ok()) return setup.status();
+  std::uint64_t seed = options.random_seed;
+  if (seed == 0) {
+    absl::BitGen entropy;
+    seed = absl::Uniform<std::uint64_t>(entropy);
+  }
   // One allocation for the core and its control block.
   return std::shared_ptr<StreamCore>(std::make_shared<StreamMachine>(
-      PassKey(), std::move(source), std::move(parts), std::move(hooks),
-      std::move(options), *std::move(setup), std::move(on_done)));
+      PassKey(), std::move(source), std::move(parts), std::move(hooks), options,
+      StreamSettings::Share(options), seed, std::move(on_done)));
 }
 
 void StreamMachine::StartFirst() {
@@ -63,7 +68,7 @@ void StreamMachine::OnConnectionDraining(std::uint64_t connection_id,
                                          absl::string_view why) {
   // Asked before the lock: the source takes its own (see SpreadShare).
   const absl::optional<double> share =
-      migration_jitter_ > absl::ZeroDuration()
+      settings_->migration_jitter > absl::ZeroDuration()
           ? source_->SpreadShare(connection_id)
           : absl::nullopt;
   Work w;
@@ -79,7 +84,10 @@ void StreamMachine::OnConnectionDraining(std::uint64_t connection_id,
       }
     }
     if (starting_) {
-      drained_during_start_.push_back(connection_id);
+      if (!drained_during_start_) {
+        drained_during_start_ = std::make_unique<std::vector<std::uint64_t>>();
+      }
+      drained_during_start_->push_back(connection_id);
       ours = true;
     }
     if (!ours) return;
@@ -94,41 +102,25 @@ void StreamMachine::OnConnectionDraining(std::uint64_t connection_id,
 
 StreamMachine::StreamMachine(std::shared_ptr<ConnectionSource> source,
                              std::unique_ptr<StreamParts> parts, Hooks hooks,
-                             ReconnectingStreamOptions options,
-                             StreamSetup setup, DoneFn on_done)
+                             const ReconnectingStreamOptions& options,
+                             std::shared_ptr<const StreamSettings> settings,
+                             std::uint64_t seed, DoneFn on_done)
     : source_(std::move(source)),
       parts_(std::move(parts)),
       hooks_(std::move(hooks)),
-      rare_(hooks_.rare_or_none()),
-      observer_(std::move(options.observer)),
-      clock_(std::move(options.clock)),
-      classifier_(std::move(options.classifier)),
-      migrate_on_drain_(options.migrate_on_drain),
-      fail_fast_on_open_breaker_(options.fail_fast_on_open_breaker),
-      hold_fallback_(options.migration_hold_fallback),
-      handoff_timeout_(options.migration_handoff_timeout),
-      migration_jitter_(options.migration_jitter),
-      resync_jitter_(options.resync_jitter),
-      settle_time_(options.attempt_settle_time),
-      stall_timeout_(options.stall_timeout),
-      open_timeout_(options.attempt_open_timeout),
-      max_time_(options.max_time_without_progress),
-      recovery_jitter_(options.recovery_jitter),
-      resync_pool_(std::move(options.resync_pool)),
-      breaker_(std::move(options.breaker), clock_),
+      settings_(std::move(settings)),
       queue_(options.max_buffered_messages, parts_->store(), std::move(on_done),
-             this, observer_.get()),
+             this, settings_->observer.get()),
       gate_(hooks_.initial_position, hooks_.spacing, options.gap_policy,
-            static_cast<bool>(rare_.trim_delivered)),
-      cursors_(rare_.cursor_of
-                   ? std::make_unique<CursorReplay>(rare_.initial_cursor)
+            static_cast<bool>(rare().trim_delivered)),
+      cursors_(rare().cursor_of
+                   ? std::make_unique<CursorReplay>(rare().initial_cursor)
                    : nullptr),
-      budget_(std::move(setup.backoff),
-              ReopenBudget::Limits{options.max_attempts_without_progress,
-                                   options.max_time_without_progress,
-                                   options.reopen_after_progress_jitter}),
-      retry_(std::move(options.retry_budget)),
-      gen_(setup.seed) {
+      // The budget's policy lives in the settings (aliasing: it holds them).
+      budget_(std::shared_ptr<const ReopenBudget::Policy>(settings_,
+                                                          &settings_->budget)),
+      retry_(settings_->retry_budget.get()),
+      gen_(seed) {
   if (hooks_.initial_position) {
     stats_.has_last_seq = true;
     stats_.last_delivered_seq = *hooks_.initial_position;
@@ -150,14 +142,14 @@ void StreamMachine::Flush(Work& w) {
   queue_.Drain();
 }
 
-void StreamMachine::RecordLater(absl::optional<BreakerGate::Ticket>& ticket,
-                                Outcome outcome, absl::Status cause, Work& w) {
-  if (!ticket) return;
-  auto held = std::make_shared<BreakerGate::Ticket>(*std::move(ticket));
-  ticket.reset();
+void StreamMachine::RecordLater(BreakerGate::Ticket& ticket, Outcome outcome,
+                                absl::Status cause, Work& w) {
+  if (!ticket.valid()) return;
+  // Moving leaves `ticket` empty.
+  auto held = std::make_shared<BreakerGate::Ticket>(std::move(ticket));
   auto self = this->shared_from_this();
   w.internal.Add([self, held, outcome, cause = std::move(cause)] {
-    self->breaker_.Record(std::move(*held), outcome, cause);
+    self->settings_->breaker.Record(std::move(*held), outcome, cause);
   });
 }
 
@@ -183,17 +175,17 @@ void StreamMachine::EndLocked(const absl::Status& status, StreamEnd how,
   phase_ = Phase::kFinishing;
   final_ = status;
   Notify(w, [status, how](StreamObserver& o) { o.OnStreamEnded(status, how); });
-  reopen_timer_.Cancel(*clock_);
-  retry_.Release(clock_->Now());
-  handoff_timer_.Cancel(*clock_);
-  migration_timer_.Cancel(*clock_);
+  reopen_timer_.Cancel(*settings_->clock);
+  retry_.Release(settings_->clock->Now());
+  handoff_timer_.Cancel(*settings_->clock);
+  migration_timer_.Cancel(*settings_->clock);
   if (resyncs_) {
-    resyncs_->timer.Cancel(*clock_);
-    resyncs_->deadline.Cancel(*clock_);
+    resyncs_->timer.Cancel(*settings_->clock);
+    resyncs_->deadline.Cancel(*settings_->clock);
   }
   CancelAttemptLocked(current_, w);
   CancelAttemptLocked(old_, w);
-  if (rare_.on_end_decided) rare_.on_end_decided();
+  if (rare().on_end_decided) rare().on_end_decided();
   MaybeFinalizeLocked();
 }
 
@@ -217,7 +209,7 @@ void StreamMachine::ArmLocked(const std::shared_ptr<AttemptRec>& rec,
   std::weak_ptr<StreamMachine> weak = this->shared_from_this();
   std::weak_ptr<AttemptRec> weak_rec = rec;
   ((*rec).*slot)
-      .Arm(*clock_, delay,
+      .Arm(*settings_->clock, delay,
            [weak, weak_rec, slot, on_fire](TimerSlot::Shot shot) {
              auto self = weak.lock();
              auto r = weak_rec.lock();

@@ -32,6 +32,7 @@
 #include "streams/cursor_replay.h"
 #include "streams/end_decision.h"
 #include "streams/notice_pace.h"
+#include "streams/stream_settings.h"
 #include "tether/backoff.h"
 #include "tether/classification.h"
 #include "tether/clock.h"
@@ -63,7 +64,7 @@ struct AttemptRecord {
   AttemptInfo info;
   std::shared_ptr<Attempt> handle;
   absl::Time started;
-  absl::optional<BreakerGate::Ticket> ticket;
+  BreakerGate::Ticket ticket;  // empty (not `valid`) without a breaker
   PositionGate::Cursor cursor;
   // Opaque cursors: where it catches up from (`CursorReplay`).
   CursorReplay::Catchup catchup;
@@ -84,8 +85,6 @@ struct AttemptRecord {
   // next message waits in the core's `held_` and it reads no further until
   // the stream falls back to it.
   bool held = false;
-  RetryPushback pushback;   // the server's, from the end's trailers
-  absl::Status end_status;  // the status it ended with
   // Started before its backoff was over, on a hint that a usable connection
   // is back (`OnConnectionAvailable`): the time the backoff had set.
   // InfinitePast: started on schedule.
@@ -162,7 +161,7 @@ class StreamMachine final : public StreamCore,
                             absl::string_view why) override;
 
  private:
-  enum class Phase {
+  enum class Phase : std::uint8_t {
     kRunning,    // an attempt is live, or a start is in flight
     kWaiting,    // the reopen timer runs (backoff or a refusing breaker)
     kResyncing,  // the app's `resync` runs; no attempt is live or starting
@@ -190,16 +189,17 @@ class StreamMachine final : public StreamCore,
 
   StreamMachine(std::shared_ptr<ConnectionSource> source,
                 std::unique_ptr<StreamParts> parts, Hooks hooks,
-                ReconnectingStreamOptions options, StreamSetup setup,
-                DoneFn on_done);
+                const ReconnectingStreamOptions& options,
+                std::shared_ptr<const StreamSettings> settings,
+                std::uint64_t seed, DoneFn on_done);
 
   std::weak_ptr<ConnectionSource::DrainListener> WeakListener();
 
   template <class F>
   void Notify(Work& w, F&& f) {
-    if (!observer_) return;
-    w.user.push_back(
-        [obs = observer_, f = std::forward<F>(f)]() mutable { f(*obs); });
+    if (!settings_->observer) return;
+    w.user.push_back([obs = settings_->observer,
+                      f = std::forward<F>(f)]() mutable { f(*obs); });
   }
 
   // Runs what a locked section decided: observer calls first (so an
@@ -209,7 +209,7 @@ class StreamMachine final : public StreamCore,
 
   // Records a breaker outcome once the lock is released (the breaker calls
   // its observer and listeners inline).
-  void RecordLater(absl::optional<BreakerGate::Ticket>& ticket, Outcome outcome,
+  void RecordLater(BreakerGate::Ticket& ticket, Outcome outcome,
                    absl::Status cause, Work& w);
 
   // --- Starting attempts ---------------------------------------------------
@@ -223,11 +223,11 @@ class StreamMachine final : public StreamCore,
 
   // The start found the stream ending: give back what it took.
   void AbandonStartLocked(const ConnectionPick& pick,
-                          absl::optional<BreakerGate::Ticket>& ticket, Work& w)
+                          BreakerGate::Ticket& ticket, Work& w)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   void CommitStartLocked(AttemptReason reason, ConnectionPick pick,
-                         absl::optional<BreakerGate::Ticket> ticket,
+                         BreakerGate::Ticket ticket,
                          std::shared_ptr<void> request, bool resumed,
                          std::uint64_t after, CursorReplay::Catchup catchup,
                          Work& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -245,7 +245,7 @@ class StreamMachine final : public StreamCore,
   // --- Health, stalls and open deadlines -----------------------------------
 
   // A live attempt becomes healthy at its first message, or (without
-  // `stall_timeout`) once it has been open `settle_time_` on a connected
+  // `stall_timeout`) once it has been open `settle_time` on a connected
   // connection: a quiet stream is not a failing one. With `stall_timeout`,
   // silence is failure instead: the stall timer watches it. Every attempt
   // also has an open deadline: connected within `attempt_open_timeout`, and
@@ -434,9 +434,11 @@ class StreamMachine final : public StreamCore,
   void OnAttemptDone(const std::shared_ptr<AttemptRec>& rec,
                      const absl::Status& status, const Metadata& trailers);
 
-  // Carries out what `DecideEnd` decided about `rec`'s end.
+  // Carries out what `DecideEnd` decided about `rec`'s end: it ended with
+  // `status`, and the server's `pushback` from its trailers.
   void ApplyEndLocked(const std::shared_ptr<AttemptRec>& rec,
-                      const EndDecision& d, Work& w)
+                      const EndDecision& d, const absl::Status& status,
+                      const RetryPushback& pushback, Work& w)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // When an attempt began to fail: at its start unless it proved healthy
@@ -521,7 +523,7 @@ class StreamMachine final : public StreamCore,
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     std::weak_ptr<StreamMachine> weak = this->shared_from_this();
     TimerSlot* const at = &slot;  // a member: lives as long as the stream
-    slot.Arm(*clock_, delay, [weak, at, fire](TimerSlot::Shot shot) {
+    slot.Arm(*settings_->clock, delay, [weak, at, fire](TimerSlot::Shot shot) {
       if (auto self = weak.lock()) {
         self->OnTimer([&](Work& w) {
           if (at->Claim(shot)) fire(*self, w);
@@ -554,23 +556,9 @@ class StreamMachine final : public StreamCore,
   // ahead. Lives as long as the core (attempts hold the core).
   const std::unique_ptr<StreamParts> parts_;
   const Hooks hooks_;
-  const Hooks::Rare& rare_;  // *hooks_.rare, or all empty
-  const std::shared_ptr<StreamObserver> observer_;
-  const std::shared_ptr<Clock> clock_;
-  const Classifier classifier_;
-  const bool migrate_on_drain_;
-  const bool fail_fast_on_open_breaker_;
-  const bool hold_fallback_;
-  const absl::Duration handoff_timeout_;
-  const absl::Duration migration_jitter_;
-  const absl::Duration resync_jitter_;  // spreads resyncs (BeginResyncLocked)
-  const absl::Duration settle_time_;
-  const absl::Duration stall_timeout_;  // zero: off
-  const absl::Duration open_timeout_;
-  const absl::Duration max_time_;
-  const absl::Duration recovery_jitter_;
-  const std::shared_ptr<ResyncPool> resync_pool_;  // runs `resync`
-  BreakerGate breaker_;  // thread-safe; used outside `mu_`
+  const Hooks::Rare& rare() const { return hooks_.rare_or_none(); }
+  // The options it reads, shared with the streams made from equal ones.
+  const std::shared_ptr<const StreamSettings> settings_;
   DeliveryQueue queue_;
 
   Mutex mu_;
@@ -601,21 +589,26 @@ class StreamMachine final : public StreamCore,
   }
   ReopenBudget budget_ ABSL_GUARDED_BY(mu_);
   BudgetedRetry retry_ ABSL_GUARDED_BY(mu_);
-  // Paces the moves on drain notices (32 bytes).
-  NoticePace notice_pace_ ABSL_GUARDED_BY(mu_);
+  // Paces the moves on drain notices; made at the first (bytes per open
+  // stream: most never hear one).
+  std::unique_ptr<NoticePace> notice_pace_ ABSL_GUARDED_BY(mu_);
   StreamRandom gen_ ABSL_GUARDED_BY(mu_);  // 8 bytes (mt19937_64: 2.5 KB)
   Phase phase_ ABSL_GUARDED_BY(mu_) = Phase::kRunning;
+  int live_attempts_ ABSL_GUARDED_BY(mu_) = 0;  // incl. retiring ones
   bool starting_ ABSL_GUARDED_BY(mu_) = false;
   // The start in flight is a move that resumes (see ShouldHoldLocked).
   bool start_is_move_ ABSL_GUARDED_BY(mu_) = false;
   // The migration timer waits out the spread (`migration_jitter`), not a
   // retry, a backoff or the notice pace.
   bool spreading_ ABSL_GUARDED_BY(mu_) = false;
+  bool finalized_ ABSL_GUARDED_BY(mu_) = false;  // the end reached the app
   std::unique_ptr<Held> held_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::uint64_t> drained_during_start_ ABSL_GUARDED_BY(mu_);
+  // The connections that announced a drain while a start was in flight;
+  // made at the first such drain.
+  std::unique_ptr<std::vector<std::uint64_t>> drained_during_start_
+      ABSL_GUARDED_BY(mu_);
   std::shared_ptr<AttemptRec> current_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<AttemptRec> old_ ABSL_GUARDED_BY(mu_);  // the fallback
-  int live_attempts_ ABSL_GUARDED_BY(mu_) = 0;            // incl. retiring ones
   TimerSlot reopen_timer_ ABSL_GUARDED_BY(mu_);
   absl::Time reopen_due_ ABSL_GUARDED_BY(mu_);
   // The backoff's own reopen time when a hint moved the reopen earlier
@@ -625,7 +618,6 @@ class StreamMachine final : public StreamCore,
   TimerSlot migration_timer_ ABSL_GUARDED_BY(mu_);
   absl::Duration migration_retry_delay_ ABSL_GUARDED_BY(mu_);
   absl::Status final_ ABSL_GUARDED_BY(mu_);
-  bool finalized_ ABSL_GUARDED_BY(mu_) = false;
   StreamStats stats_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -15,7 +15,7 @@ void StreamMachine::MaybeMigrateLocked(bool now, Work& w,
     return;
   }
   // A stall always moves; a drain only with `migrate_on_drain`.
-  if (!migrate_on_drain_ && !current_->stalled) return;
+  if (!settings_->migrate_on_drain && !current_->stalled) return;
   if (old_) {
     // The replacement's connection drained before it delivered: drop the
     // replacement, keep the fallback, and move again.
@@ -24,14 +24,15 @@ void StreamMachine::MaybeMigrateLocked(bool now, Work& w,
   }
   if (!now) {
     if (migration_timer_.armed()) return;  // a move is already scheduled
-    if (migration_jitter_ > absl::ZeroDuration() && !current_->stalled) {
+    if (settings_->migration_jitter > absl::ZeroDuration() &&
+        !current_->stalled) {
       // Spread the moves of many streams leaving one connection: this one
       // starts at one point of the window (where the source puts it, so
       // that they fill the window evenly, or at random), and its attempt
       // keeps delivering meanwhile.
-      const absl::Duration point = share
-                                       ? PointIn(migration_jitter_, *share)
-                                       : gen_.Below(migration_jitter_);
+      const absl::Duration point =
+          share ? PointIn(settings_->migration_jitter, *share)
+                : gen_.Below(settings_->migration_jitter);
       ArmSpreadPointLocked(point, /*redrawn=*/false);
       return;
     }
@@ -54,7 +55,7 @@ void StreamMachine::ArmSpreadPointLocked(absl::Duration point,
   // The due time and the redraw travel with the firing: no field per stream.
   using SpreadFn = void (StreamMachine::*)(absl::Time, bool, Work&);
   const SpreadFn on_fire = &StreamMachine::OnSpreadPointLocked;
-  const absl::Time due = clock_->Now() + point;
+  const absl::Time due = settings_->clock->Now() + point;
   ArmSlotLocked(migration_timer_, point,
                 [on_fire, due, redrawn](StreamMachine& self, Work& w) {
                   (self.*on_fire)(due, redrawn, w);
@@ -64,7 +65,7 @@ void StreamMachine::ArmSpreadPointLocked(absl::Duration point,
 
 void StreamMachine::OnSpreadPointLocked(absl::Time due, bool redrawn,
                                         Work& w) {
-  const absl::Duration late = clock_->Now() - due;
+  const absl::Duration late = settings_->clock->Now() - due;
   if (!redrawn && late > kLateSpreadPoint) {
     ArmSpreadPointLocked(late, /*redrawn=*/true);
     return;
@@ -83,19 +84,19 @@ void StreamMachine::OnHandoffTimerLocked(Work& w) {
 void StreamMachine::RetireOldLocked(Work& w) {
   CancelAttemptLocked(old_, w);
   old_.reset();
-  handoff_timer_.Cancel(*clock_);
+  handoff_timer_.Cancel(*settings_->clock);
 }
 
 void StreamMachine::FallBackLocked(Work& w) {
   current_ = std::move(old_);
   old_.reset();
-  handoff_timer_.Cancel(*clock_);
+  handoff_timer_.Cancel(*settings_->clock);
   ReleaseHoldLocked(w);
 }
 
 bool StreamMachine::ShouldHoldLocked(const AttemptRec& rec,
                                      const absl::optional<Position>& pos) {
-  if (!hold_fallback_ || !hooks_.position_of || !pos || rec.held ||
+  if (!settings_->hold_fallback || !hooks_.position_of || !pos || rec.held ||
       !gate_.has_last()) {
     return false;
   }

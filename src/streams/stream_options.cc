@@ -4,13 +4,9 @@
 #include <memory>
 #include <utility>
 
-#include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "policies/out_of_range.h"
-#include "tether/internal/stream_core.h"
-#include "tether/resync_pool.h"
-#include "time/system_clock.h"
 
 namespace tether {
 
@@ -118,30 +114,4 @@ absl::Status Validate(const ReconnectingStreamOptions& o) {
   return absl::OkStatus();
 }
 
-namespace internal {
-
-absl::StatusOr<StreamSetup> PrepareStream(ReconnectingStreamOptions& options) {
-  StreamSetup setup;
-  if (options.backoff) {
-    setup.backoff = options.backoff;
-  } else {
-    // One default schedule for every stream (a stream clones it at its
-    // first failed attempt).
-    static const auto* const kDefault =
-        new std::shared_ptr<const BackoffPolicy>(
-            ExponentialBackoff::Create(ExponentialBackoffOptions()).value());
-    setup.backoff = *kDefault;
-  }
-  if (!options.clock) options.clock = SharedSystemClock();
-  if (!options.classifier) options.classifier = DefaultClassify;
-  if (!options.resync_pool) options.resync_pool = ResyncPool::Default();
-  setup.seed = options.random_seed;
-  if (setup.seed == 0) {
-    absl::BitGen entropy;
-    setup.seed = absl::Uniform<std::uint64_t>(entropy);
-  }
-  return setup;
-}
-
-}  // namespace internal
 }  // namespace tether

@@ -15,13 +15,13 @@ void StreamMachine::BeginResyncLocked(const AttemptRec& asking,
   // An attempt that was healthy for the whole time bound before it asked
   // is no loop (a quiet watch that reconnects long after its last item and
   // finds its position compacted away): the count starts over.
-  if (asking.healthy && max_time_ != absl::InfiniteDuration() &&
-      clock_->Now() - asking.started >= max_time_) {
+  if (asking.healthy && settings_->max_time != absl::InfiniteDuration() &&
+      settings_->clock->Now() - asking.started >= settings_->max_time) {
     r.without_progress = 0;
   }
   absl::Duration delay = absl::ZeroDuration();
   if (r.without_progress > 0) {
-    const absl::Time now = clock_->Now();
+    const absl::Time now = settings_->clock->Now();
     absl::StatusOr<absl::Duration> d = budget_.OnFailure(
         now, budget_.failing() ? budget_.failing_since() : now, why,
         absl::BitGenRef(gen_));
@@ -44,17 +44,17 @@ void StreamMachine::BeginResyncLocked(const AttemptRec& asking,
   }
   // Streams told to resync together (a compaction) list as a ramp: the
   // pool places each in the window, evenly.
-  if (resync_jitter_ > absl::ZeroDuration()) {
-    delay += PointIn(resync_jitter_,
-                     resync_pool_->NextSpreadShare(gen_.Unit()));
+  if (settings_->resync_jitter > absl::ZeroDuration()) {
+    delay += PointIn(settings_->resync_jitter,
+                     settings_->resync_pool->NextSpreadShare(gen_.Unit()));
   }
   ++r.without_progress;  // at most max_attempts (given up above)
   phase_ = Phase::kResyncing;
   ++resync_epoch_;
   r.why = why;
-  reopen_timer_.Cancel(*clock_);
-  handoff_timer_.Cancel(*clock_);
-  migration_timer_.Cancel(*clock_);
+  reopen_timer_.Cancel(*settings_->clock);
+  handoff_timer_.Cancel(*settings_->clock);
+  migration_timer_.Cancel(*settings_->clock);
   CancelAttemptLocked(current_, w);
   CancelAttemptLocked(old_, w);
   current_.reset();
@@ -67,8 +67,8 @@ void StreamMachine::BeginResyncLocked(const AttemptRec& asking,
   }
   // A resync that never calls `done` (a listing that hangs) must not hold
   // the stream for ever: it ends once the resync has taken the time bound.
-  if (max_time_ != absl::InfiniteDuration()) {
-    ArmLocked(r.deadline, delay + max_time_,
+  if (settings_->max_time != absl::InfiniteDuration()) {
+    ArmLocked(r.deadline, delay + settings_->max_time,
               &StreamMachine::OnResyncTimedOutLocked);
   }
 }
@@ -76,7 +76,7 @@ void StreamMachine::BeginResyncLocked(const AttemptRec& asking,
 void StreamMachine::PostResyncLocked(Work& w) {
   std::weak_ptr<StreamMachine> weak = this->shared_from_this();
   const std::uint64_t epoch = resync_epoch_;
-  w.internal.Add([weak, epoch, pool = resync_pool_] {
+  w.internal.Add([weak, epoch, pool = settings_->resync_pool] {
     pool->RunHeld([weak, epoch](std::function<void()> release) {
       if (auto self = weak.lock()) {
         self->CallResync(epoch, std::move(release));
@@ -93,7 +93,7 @@ void StreamMachine::OnResyncTimedOutLocked(Work& w) {
   GiveUpLocked(absl::DeadlineExceededError(absl::StrCat(
                    "tether: resync did not call done within "
                    "max_time_without_progress (",
-                   absl::FormatDuration(max_time_),
+                   absl::FormatDuration(settings_->max_time),
                    "); resync was needed because: ", resyncs_->why.ToString())),
                w);
 }
@@ -138,7 +138,7 @@ void StreamMachine::CallResync(std::uint64_t epoch,
   };
   hold.reset();  // only `done` keeps it now
   try {
-    rare_.resync(done);
+    rare().resync(done);
   } catch (...) {
     done(CallbackThrew("resync", std::current_exception()));
   }
@@ -151,7 +151,7 @@ void StreamMachine::OnResyncDone(std::uint64_t epoch,
   {
     MutexLock lock(&mu_);
     if (phase_ != Phase::kResyncing || epoch != resync_epoch_) return;
-    resyncs_->deadline.Cancel(*clock_);
+    resyncs_->deadline.Cancel(*settings_->clock);
     if (!r.ok()) {
       phase_ = Phase::kRunning;
       EndLocked(r.status(), w);

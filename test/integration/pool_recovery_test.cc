@@ -258,9 +258,12 @@ TEST(PoolRecoveryTest, GoawayAtAcceptCostsOneConnectPerProbeInterval) {
   // up to 300 ms, +-20 %) they take at least (16 - 7) x 240 ms.
   constexpr int kOpens = 16;
   ASSERT_TRUE(observer->opened.WaitFor(kOpens, absl::Seconds(60)));
-  const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
-  const int opens = observer->opened.get();
+  // Connects first: each was made by an open that the count read after it
+  // includes (the pool opens on, and an open read first would miss the
+  // connects of the opens that follow it).
   const int connects = proxy.total_accepted() - accepted_before;
+  const int opens = observer->opened.get();
+  const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
   int delivered = 0;
   for (auto& c : w.collected) delivered += c.count();
   std::printf(

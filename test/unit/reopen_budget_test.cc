@@ -39,12 +39,19 @@ class CountingBackoff final : public BackoffPolicy {
   int n_ = 0;
 };
 
+std::shared_ptr<const ReopenBudget::Policy> PolicyOf(
+    std::shared_ptr<const BackoffPolicy> schedule,
+    ReopenBudget::Limits limits) {
+  return std::make_shared<const ReopenBudget::Policy>(
+      ReopenBudget::Policy{std::move(schedule), limits});
+}
+
 class ReopenBudgetTest : public ::testing::Test {
  protected:
   ReopenBudget Make(int max_attempts, absl::Duration max_time) {
-    return ReopenBudget(
+    return ReopenBudget(PolicyOf(
         std::make_shared<CountingBackoff>(&resets_),
-        ReopenBudget::Limits{max_attempts, max_time, absl::ZeroDuration()});
+        ReopenBudget::Limits{max_attempts, max_time, absl::ZeroDuration()}));
   }
   const absl::Time t0_ = absl::UnixEpoch();
   const absl::Status last_ = absl::UnavailableError("down");
@@ -97,9 +104,9 @@ TEST_F(ReopenBudgetTest, ProgressEndsTheFailingPeriodAndResetsTheBackoff) {
 
 TEST_F(ReopenBudgetTest, TheScheduleIsClonedAtTheFirstFailureOnly) {
   int clones = 0;
-  ReopenBudget b(
+  ReopenBudget b(PolicyOf(
       std::make_shared<CountingBackoff>(&resets_, &clones),
-      ReopenBudget::Limits{5, absl::InfiniteDuration(), absl::ZeroDuration()});
+      ReopenBudget::Limits{5, absl::InfiniteDuration(), absl::ZeroDuration()}));
   b.OnProgress();
   EXPECT_EQ(*b.OnRefused(t0_, absl::Seconds(1), last_), absl::Seconds(1));
   EXPECT_EQ(clones, 0);  // no failed attempt yet: no state of its own
@@ -135,9 +142,9 @@ TEST_F(ReopenBudgetTest, GaveUpWithKeepsTheCodeExceptOk) {
 TEST_F(ReopenBudgetTest, AfterProgressIsWithinTheJitter) {
   ReopenBudget none = Make(1, absl::Seconds(1));
   EXPECT_EQ(none.AfterProgress(gen_), absl::ZeroDuration());
-  ReopenBudget b(
+  ReopenBudget b(PolicyOf(
       std::make_shared<CountingBackoff>(&resets_),
-      ReopenBudget::Limits{1, absl::Seconds(1), absl::Milliseconds(5)});
+      ReopenBudget::Limits{1, absl::Seconds(1), absl::Milliseconds(5)}));
   for (int i = 0; i < 100; ++i) {
     const absl::Duration d = b.AfterProgress(gen_);
     EXPECT_GE(d, absl::ZeroDuration());

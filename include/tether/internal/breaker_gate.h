@@ -24,16 +24,22 @@ class BreakerGate {
   static constexpr Outcome kFailure = Outcome::kFailure;
   static constexpr Outcome kIgnored = Outcome::kIgnored;
 
+  BreakerGate() = default;  // no breaker
   BreakerGate(std::shared_ptr<CircuitBreaker> breaker,
               std::shared_ptr<Clock> clock)
       : breaker_(std::move(breaker)), clock_(std::move(clock)) {}
 
   bool enabled() const { return breaker_ != nullptr; }
 
-  // A permit, or UNAVAILABLE naming the open breaker and its last failure.
-  absl::StatusOr<Ticket> Acquire() { return breaker_->TryAcquire(); }
+  // The same breaker on the same clock.
+  bool SameAs(const BreakerGate& other) const {
+    return breaker_ == other.breaker_ && clock_ == other.clock_;
+  }
 
-  void Record(Ticket ticket, Outcome outcome, const absl::Status& cause) {
+  // A permit, or UNAVAILABLE naming the open breaker and its last failure.
+  absl::StatusOr<Ticket> Acquire() const { return breaker_->TryAcquire(); }
+
+  void Record(Ticket ticket, Outcome outcome, const absl::Status& cause) const {
     breaker_->Record(std::move(ticket), outcome, cause);
   }
 

@@ -29,11 +29,12 @@ namespace internal {
 //
 // A plain value: not thread-safe (its owner calls it under its lock); the
 // budget it calls is thread-safe and calls nothing back. Without a budget
-// every method does nothing and `Take` returns the delay unchanged.
+// every method does nothing and `Take` returns the delay unchanged. The
+// budget is borrowed: its owner holds it for as long as this lives (a
+// stream's settings, a unary call).
 class BudgetedRetry {
  public:
-  explicit BudgetedRetry(std::shared_ptr<RetryBudget> budget)
-      : budget_(std::move(budget)) {}
+  explicit BudgetedRetry(RetryBudget* budget) : budget_(budget) {}
 
   void OnFirstTry() {
     if (budget_) budget_->RecordFirstTry();
@@ -54,7 +55,7 @@ class BudgetedRetry {
   void Release(absl::Time now);
 
  private:
-  std::shared_ptr<RetryBudget> budget_;
+  RetryBudget* const budget_;  // may be null
   absl::Time not_before_ = absl::InfinitePast();
   absl::Duration added_wait_;
 };

@@ -187,18 +187,24 @@ class DeliveryQueue {
   void WaitLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SignalAllLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  // In an order that leaves no padding between the flags (bytes per open
+  // stream).
   const std::size_t capacity_;
   MessageStore* const store_;  // guarded by mu_ (its contents)
   const DoneFn on_done_;
   DeliveryQueueOwner* const owner_;
   StreamObserver* const observer_;
-  const bool callback_mode_;
 
   Mutex mu_;
   std::unique_ptr<CondVar> cv_ ABSL_GUARDED_BY(mu_);  // see WaitLocked
+  absl::Status final_ ABSL_GUARDED_BY(mu_);
+  std::thread::id deliverer_ ABSL_GUARDED_BY(mu_);
+  std::uint64_t delivered_ ABSL_GUARDED_BY(mu_) = 0;
+  // User calls running now (messages, the end, observer calls).
+  int callouts_ ABSL_GUARDED_BY(mu_) = 0;
+  const bool callback_mode_;
   bool full_ ABSL_GUARDED_BY(mu_) = false;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
-  absl::Status final_ ABSL_GUARDED_BY(mu_);
   bool done_started_ ABSL_GUARDED_BY(mu_) = false;
   // A deliverer found the end due but observer calls running: the last of
   // them runs `on_done`.
@@ -206,10 +212,6 @@ class DeliveryQueue {
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   bool detached_ ABSL_GUARDED_BY(mu_) = false;
   bool delivering_ ABSL_GUARDED_BY(mu_) = false;
-  std::thread::id deliverer_ ABSL_GUARDED_BY(mu_);
-  // User calls running now (messages, the end, observer calls).
-  int callouts_ ABSL_GUARDED_BY(mu_) = 0;
-  std::uint64_t delivered_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 // The messages of type `T` and the app's `on_message` (empty in reader

@@ -27,7 +27,8 @@ namespace internal {
 // paces the attempts and starts over (`Reset`) on progress: a clone of the
 // stream's `schedule`, made at the stream's first failure, so that a stream
 // that never failed holds no backoff state of its own (every stream of a
-// process shares the default schedule).
+// process shares the default schedule, and streams with equal options share
+// their `Policy`).
 //
 // A plain value: not thread-safe (the stream calls it under its lock); it
 // calls only its own backoff policy.
@@ -39,8 +40,14 @@ class ReopenBudget {
     absl::Duration progress_jitter = absl::Milliseconds(5);
   };
 
-  // `schedule` is never null.
-  ReopenBudget(std::shared_ptr<const BackoffPolicy> schedule, Limits limits);
+  // What a budget follows; streams with equal options share one.
+  struct Policy {
+    std::shared_ptr<const BackoffPolicy> schedule;  // never null
+    Limits limits;
+  };
+
+  // `policy` and its schedule are never null.
+  explicit ReopenBudget(std::shared_ptr<const Policy> policy);
 
   // A message was delivered or an attempt proved healthy: the failing
   // period (if any) is over, and the backoff starts over.
@@ -69,7 +76,7 @@ class ReopenBudget {
   bool failing() const { return failing_; }
   absl::Time failing_since() const { return failing_since_; }
   int failed_attempts() const { return failed_attempts_; }
-  int max_attempts() const { return limits_.max_attempts; }
+  int max_attempts() const { return policy_->limits.max_attempts; }
 
   // The status a stream that gives up ends with: `last`'s code (UNAVAILABLE
   // if it is OK) and message, then " (tether: gave up after <after>)".
@@ -81,9 +88,8 @@ class ReopenBudget {
   absl::Status GaveUp(const absl::Status& last, absl::Duration elapsed,
                       bool count_attempts) const;
 
-  const std::shared_ptr<const BackoffPolicy> schedule_;
+  const std::shared_ptr<const Policy> policy_;
   std::unique_ptr<BackoffPolicy> backoff_;  // from the first failure on
-  const Limits limits_;
   bool failing_ = false;
   absl::Time failing_since_;
   int failed_attempts_ = 0;

@@ -39,14 +39,6 @@
 namespace tether {
 namespace internal {
 
-// Fills in the defaults of a stream's options and picks its backoff schedule
-// and random seed. Non-template; see stream_options.cc.
-struct StreamSetup {
-  std::shared_ptr<const BackoffPolicy> backoff;  // never null
-  std::uint64_t seed = 0;
-};
-absl::StatusOr<StreamSetup> PrepareStream(ReconnectingStreamOptions& options);
-
 // How a stream reads positions from its responses, resumes, and resyncs.
 // The public specs (`StreamSpecBase`'s fields, and each kind's way to
 // resume) are translated into this by typed code (spec_hooks.h). The

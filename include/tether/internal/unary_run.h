@@ -120,8 +120,9 @@ class UnaryRun final
         max_attempts_(options.max_attempts),
         attempt_timeout_(options.attempt_timeout),
         deadline_(options.clock->Now() + options.overall_timeout),
+        retry_budget_(options.retry_budget),
         backoff_(std::move(setup.backoff)),
-        retry_(options.retry_budget),
+        retry_(retry_budget_.get()),
         gen_(setup.seed),
         request_(std::move(request)),
         done_(std::move(done)) {}
@@ -288,6 +289,7 @@ class UnaryRun final
   const int max_attempts_;
   const absl::Duration attempt_timeout_;
   const absl::Time deadline_;
+  const std::shared_ptr<RetryBudget> retry_budget_;  // may be null
   // One attempt at a time: the fields below are touched by one thread at a
   // time (each step is started by the previous one's end or timer). `mu_`
   // only orders the backoff's and generator's use across those threads.

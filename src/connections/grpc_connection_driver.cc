@@ -197,6 +197,11 @@ class GrpcConnectionDriver::GrpcLink final
       ABSL_GUARDED_BY(driver_->mu_);
   grpc::ByteBuffer health_read_ ABSL_GUARDED_BY(driver_->mu_);
   grpc::Status health_status_ ABSL_GUARDED_BY(driver_->mu_);
+  // The watch's request write and its end (`Finish`) come back in either
+  // order, and gRPC completes the write into the call object: the call is
+  // dropped once both are back (`EndHealthCallLocked`).
+  bool health_write_pending_ ABSL_GUARDED_BY(driver_->mu_) = false;
+  bool health_finished_ ABSL_GUARDED_BY(driver_->mu_) = false;
   // Watches ended in a row without an answer; sets the retry delay.
   int health_failures_ ABSL_GUARDED_BY(driver_->mu_) = 0;
   // Set while waiting to restart the watch.
@@ -333,6 +338,8 @@ void GrpcConnectionDriver::StartHealthLocked(
     const std::shared_ptr<GrpcLink>& link) {
   link->AssertDriverLockHeld();
   link->health_started_ = true;
+  link->health_write_pending_ = false;
+  link->health_finished_ = false;
   ++active_health_;
   link->health_context_ = std::make_unique<grpc::ClientContext>();
   grpc::GenericStub stub(link->channel_);
@@ -356,6 +363,30 @@ void GrpcConnectionDriver::ScheduleHealthRetryLocked(
                            new Op{link, OpKind::kHealthRetry});
 }
 
+int GrpcConnectionDriver::EndHealthCallLocked(
+    const std::shared_ptr<GrpcLink>& link,
+    std::unique_ptr<grpc::GenericClientAsyncReaderWriter>& drop_call,
+    std::unique_ptr<grpc::ClientContext>& drop_context) {
+  link->AssertDriverLockHeld();
+  int reported = -1;
+  // The watch ended. UNIMPLEMENTED: the server has no health service,
+  // which counts as serving for good. Anything else (a proxy's idle
+  // timeout, the server restarting its health service, the
+  // connection ending) leaves the last answer standing and restarts
+  // the watch after a backoff, or on the next READY if the connection
+  // has left READY by then (the state watch covers a departure).
+  drop_call = std::move(link->health_call_);
+  drop_context = std::move(link->health_context_);
+  --active_health_;
+  if (link->health_status_.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
+    reported = 1;
+  } else if (!link->closed_ && !shutting_down_) {
+    ScheduleHealthRetryLocked(link);
+  }
+  MaybeShutdownQueueLocked();
+  return reported;
+}
+
 void GrpcConnectionDriver::OnHealth(const std::shared_ptr<GrpcLink>& link,
                                     OpKind kind, bool ok) {
   int reported = -1;  // -1 none, 1 serving, 0 not serving
@@ -372,6 +403,7 @@ void GrpcConnectionDriver::OnHealth(const std::shared_ptr<GrpcLink>& link,
           request.set_service(options_.health_service);
           grpc::Slice slice(request.SerializeAsString());
           grpc::ByteBuffer buffer(&slice, 1);
+          link->health_write_pending_ = true;
           call->WriteLast(buffer, grpc::WriteOptions(),
                           new Op{link, OpKind::kHealthWrite});
           call->Read(&link->health_read_, new Op{link, OpKind::kHealthRead});
@@ -382,6 +414,10 @@ void GrpcConnectionDriver::OnHealth(const std::shared_ptr<GrpcLink>& link,
         break;
       case OpKind::kHealthWrite:
         // A failed write is followed by a failed read, which finishes.
+        link->health_write_pending_ = false;
+        if (link->health_finished_) {
+          reported = EndHealthCallLocked(link, drop_call, drop_context);
+        }
         break;
       case OpKind::kHealthRead:
         if (ok) {
@@ -410,22 +446,10 @@ void GrpcConnectionDriver::OnHealth(const std::shared_ptr<GrpcLink>& link,
         }
         break;
       case OpKind::kHealthFinish:
-        // The watch ended. UNIMPLEMENTED: the server has no health service,
-        // which counts as serving for good. Anything else (a proxy's idle
-        // timeout, the server restarting its health service, the
-        // connection ending) leaves the last answer standing and restarts
-        // the watch after a backoff, or on the next READY if the connection
-        // has left READY by then (the state watch covers a departure).
-        drop_call = std::move(link->health_call_);
-        drop_context = std::move(link->health_context_);
-        --active_health_;
-        if (link->health_status_.error_code() ==
-            grpc::StatusCode::UNIMPLEMENTED) {
-          reported = 1;
-        } else if (!link->closed_ && !shutting_down_) {
-          ScheduleHealthRetryLocked(link);
+        link->health_finished_ = true;
+        if (!link->health_write_pending_) {
+          reported = EndHealthCallLocked(link, drop_call, drop_context);
         }
-        MaybeShutdownQueueLocked();
         break;
       case OpKind::kHealthRetry: {
         std::unique_ptr<grpc::Alarm> fired = std::move(link->health_alarm_);

@@ -15,7 +15,9 @@
 #include "absl/random/random.h"
 #include "connections/pool_core.h"
 #include "grpcpp/alarm.h"
+#include "grpcpp/client_context.h"
 #include "grpcpp/completion_queue.h"
+#include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/security/credentials.h"
 #include "tether/connection_pool.h"
 #include "tether/internal/mutex.h"
@@ -96,6 +98,15 @@ class GrpcConnectionDriver final
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // After a watch ended: restart it after the backoff, unless closed.
   void ScheduleHealthRetryLocked(const std::shared_ptr<GrpcLink>& link)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The watch's call is over (its write and its end both came back): hands
+  // the call to the caller to drop after the lock, and restarts the watch
+  // after the backoff unless the server has no health service. Returns 1
+  // when that counts as serving, else -1 (nothing to report).
+  int EndHealthCallLocked(
+      const std::shared_ptr<GrpcLink>& link,
+      std::unique_ptr<grpc::GenericClientAsyncReaderWriter>& drop_call,
+      std::unique_ptr<grpc::ClientContext>& drop_context)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const ConnectionPoolOptions options_;

@@ -1,7 +1,6 @@
 // Copyright 2026 The tether Authors. Licensed under the Apache License 2.0.
-#include "absl/random/distributions.h"
-#include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
+#include "tether/internal/stream_random.h"
 #include "tether/unary_call.h"
 #include "time/system_clock.h"
 
@@ -43,11 +42,7 @@ absl::StatusOr<UnarySetup> PrepareUnary(UnaryCallOptions& options) {
     options.clock = internal::SharedSystemClock();
   }
   if (!options.classifier) options.classifier = DefaultClassify;
-  setup.seed = options.random_seed;
-  if (setup.seed == 0) {
-    absl::BitGen entropy;
-    setup.seed = absl::Uniform<std::uint64_t>(entropy);
-  }
+  setup.seed = SeedOrEntropy(options.random_seed);
   return setup;
 }
 

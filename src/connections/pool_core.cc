@@ -10,8 +10,8 @@
 #include <utility>
 #include <vector>
 
-#include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
+#include "tether/internal/stream_random.h"
 #include "time/system_clock.h"
 
 namespace tether {
@@ -168,11 +168,7 @@ PoolCore::PoolCore(const ConnectionPoolOptions& options,
       clock_(options.clock),
       observer_(options.observer) {
   MutexLock lock(&mu_);
-  if (seed == 0) {
-    absl::BitGen entropy;
-    seed = absl::Uniform<std::uint64_t>(entropy);
-  }
-  rng_.seed(seed);
+  rng_.seed(SeedOrEntropy(seed));
   if (clock_ == nullptr) {
     // SystemClock() is never destroyed: hold it without owning it.
     clock_ = internal::SharedSystemClock();

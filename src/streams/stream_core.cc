@@ -19,11 +19,6 @@ StreamHooks::~StreamHooks() = default;
 StreamHooks::StreamHooks(StreamHooks&&) noexcept = default;
 StreamHooks& StreamHooks::operator=(StreamHooks&&) noexcept = default;
 
-const StreamHooks::Rare& StreamHooks::rare_or_none() const {
-  static const Rare* const kNone = new Rare();
-  return rare != nullptr ? *rare : *kNone;
-}
-
 AttemptSink::AttemptSink(std::shared_ptr<StreamCore> core,
                          std::shared_ptr<AttemptRecord> rec)
     : core_(std::move(core)), rec_(std::move(rec)) {}

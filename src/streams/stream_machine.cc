@@ -3,8 +3,6 @@
 // The composing machine: the public calls, the drain notice, timers, the end.
 #include "streams/stream_machine.h"
 
-#include "absl/random/random.h"
-
 namespace tether {
 namespace internal {
 
@@ -12,11 +10,7 @@ absl::StatusOr<std::shared_ptr<StreamCore>> StreamMachine::Create(
     std::shared_ptr<ConnectionSource> source,
     std::unique_ptr<StreamParts> parts, Hooks hooks,
     ReconnectingStreamOptions options, DoneFn on_done) {
-  std::uint64_t seed = options.random_seed;
-  if (seed == 0) {
-    absl::BitGen entropy;
-    seed = absl::Uniform<std::uint64_t>(entropy);
-  }
+  const std::uint64_t seed = SeedOrEntropy(options.random_seed);
   // One allocation for the core and its control block.
   return std::shared_ptr<StreamCore>(std::make_shared<StreamMachine>(
       PassKey(), std::move(source), std::move(parts), std::move(hooks), options,

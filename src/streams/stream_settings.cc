@@ -16,9 +16,9 @@ namespace {
 class RecentSettings {
  public:
   std::shared_ptr<const StreamSettings> Share(StreamSettings made) {
-    // Settings found expired-but-not-yet (a stream ended meanwhile) are
-    // released after the lock: the last reference runs the observer's
-    // destructor, which is app code.
+    // The references taken below are dropped after the lock: when the last
+    // stream holding some settings ended meanwhile, the reference here is
+    // the last, and dropping it runs the observer's destructor (app code).
     std::array<std::shared_ptr<const StreamSettings>, StreamSettings::kCached>
         held;
     MutexLock lock(&mu_);

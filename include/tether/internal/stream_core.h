@@ -93,7 +93,12 @@ struct StreamHooks {
     if (rare == nullptr) rare = std::make_unique<Rare>();
     return *rare;
   }
-  const Rare& rare_or_none() const;  // *rare, or a Rare with nothing set
+  // *rare, or a Rare with nothing set. Inline: the stream asks on every
+  // message.
+  const Rare& rare_or_none() const {
+    static const Rare* const kNone = new Rare();
+    return rare != nullptr ? *rare : *kNone;
+  }
 
   // Out of line (stream_core.cc), like everything without a message type.
   StreamHooks();

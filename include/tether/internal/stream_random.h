@@ -43,6 +43,10 @@ class StreamRandom {
   std::uint64_t state_;
 };
 
+// `seed`, or one drawn from the system's entropy when it is 0: the options'
+// "random_seed 0 picks one", for streams, calls and pools alike.
+std::uint64_t SeedOrEntropy(std::uint64_t seed);
+
 }  // namespace internal
 }  // namespace tether
 

@@ -19,6 +19,7 @@
 #include "grpcpp/client_context.h"
 #include "grpcpp/support/client_callback.h"
 #include "grpcpp/support/status.h"
+#include "tether/function.h"
 
 namespace tether {
 
@@ -30,8 +31,8 @@ namespace tether {
 // are `void Method(grpc::ClientContext*, const Request*,
 // grpc::ClientReadReactor<Response>*)`.
 template <class Service, class Async, class Request, class Response>
-std::function<void(const std::shared_ptr<grpc::Channel>&, grpc::ClientContext*,
-                   const Request*, grpc::ClientReadReactor<Response>*)>
+Function<void(const std::shared_ptr<grpc::Channel>&, grpc::ClientContext*,
+              const Request*, grpc::ClientReadReactor<Response>*)>
 StartWith(void (Async::*method)(grpc::ClientContext*, const Request*,
                                 grpc::ClientReadReactor<Response>*)) {
   return [method](const std::shared_ptr<grpc::Channel>& channel,
@@ -65,8 +66,8 @@ StartWith(void (Async::*method)(grpc::ClientContext*, const Request*, Response*,
 // form `void Method(grpc::ClientContext*,
 // grpc::ClientBidiReactor<Request, Response>*)`.
 template <class Service, class Async, class Request, class Response>
-std::function<void(const std::shared_ptr<grpc::Channel>&, grpc::ClientContext*,
-                   grpc::ClientBidiReactor<Request, Response>*)>
+Function<void(const std::shared_ptr<grpc::Channel>&, grpc::ClientContext*,
+              grpc::ClientBidiReactor<Request, Response>*)>
 StartWith(void (Async::*method)(grpc::ClientContext*,
                                 grpc::ClientBidiReactor<Request, Response>*)) {
   return [method](const std::shared_ptr<grpc::Channel>& channel,
@@ -87,7 +88,7 @@ StartWith(void (Async::*method)(grpc::ClientContext*,
 // (the stream then ends with INTERNAL, a server bug), return nullopt for it
 // in a lambda instead.
 template <class Message, class Field>
-std::function<absl::optional<std::uint64_t>(const Message&)> SequenceFrom(
+Function<absl::optional<std::uint64_t>(const Message&)> SequenceFrom(
     Field (Message::*getter)() const) {
   return [getter](const Message& m) -> absl::optional<std::uint64_t> {
     return static_cast<std::uint64_t>((m.*getter)());

@@ -15,6 +15,7 @@
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/support/client_callback.h"
+#include "tether/function.h"
 #include "tether/internal/bidi_outbox.h"
 #include "tether/internal/bidi_parts.h"
 #include "tether/internal/spec_hooks.h"
@@ -41,16 +42,15 @@ struct BidiStreamSpec : StreamSpecBase<Response> {
   //      grpc::ClientBidiReactor<WatchRequest, WatchResponse>* r) {
   //     Watch::NewStub(ch)->async()->Watch(ctx, r);
   //   }
-  std::function<void(const std::shared_ptr<grpc::Channel>&,
-                     grpc::ClientContext*,
-                     grpc::ClientBidiReactor<Request, Response>*)>
+  Function<void(const std::shared_ptr<grpc::Channel>&, grpc::ClientContext*,
+                grpc::ClientBidiReactor<Request, Response>*)>
       start;
 
   // The requests every attempt writes first, built from where it resumes
   // (`has_position`/`has_cursor` false: from the start). Required. Called
   // once per attempt, from any thread, with no tether lock held. If it
   // throws, the stream ends with INTERNAL naming it.
-  std::function<std::vector<Request>(const ResumeState&)> open_requests;
+  Function<std::vector<Request>(const ResumeState&)> open_requests;
 
   // Acknowledgement of the app's own writes: true when `response`
   // acknowledges `write` (compare an id or key; acknowledgements may come
@@ -62,8 +62,7 @@ struct BidiStreamSpec : StreamSpecBase<Response> {
   // remembered ones), from any thread, with no tether lock held; if it
   // throws, the stream ends with INTERNAL naming it. Empty: a write is done
   // once gRPC has written it (never replayed).
-  std::function<bool(const Request& write, const Response& response)>
-      acknowledges;
+  Function<bool(const Request& write, const Response& response)> acknowledges;
 
   // Advanced: replaces `start` (test doubles:
   // `tether::fakes::FakeBidiTransport`).
@@ -115,8 +114,8 @@ template <class Request, class Response>
 class ReconnectingBidiStream {
  public:
   using Spec = BidiStreamSpec<Request, Response>;
-  using MessageCallback = std::function<void(Response&&)>;
-  using DoneCallback = std::function<void(const absl::Status&)>;
+  using MessageCallback = Function<void(Response&&)>;
+  using DoneCallback = Function<void(const absl::Status&)>;
 
   static absl::StatusOr<std::unique_ptr<ReconnectingBidiStream>> Start(
       Target target, Spec spec, ReconnectingStreamOptions options,

@@ -14,6 +14,7 @@
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/support/client_callback.h"
+#include "tether/function.h"
 #include "tether/internal/server_parts.h"
 #include "tether/internal/spec_hooks.h"
 #include "tether/internal/stream_core.h"
@@ -40,9 +41,8 @@ struct StreamSpec : StreamSpecBase<Response> {
   //      const WatchRequest* req, grpc::ClientReadReactor<Event>* r) {
   //     SeqStream::NewStub(ch)->async()->Watch(ctx, req, r);
   //   }
-  std::function<void(const std::shared_ptr<grpc::Channel>&,
-                     grpc::ClientContext*, const Request*,
-                     grpc::ClientReadReactor<Response>*)>
+  Function<void(const std::shared_ptr<grpc::Channel>&, grpc::ClientContext*,
+                const Request*, grpc::ClientReadReactor<Response>*)>
       start;
 
   // The first request. Reopens send a copy updated by `resume_after`.
@@ -50,11 +50,11 @@ struct StreamSpec : StreamSpecBase<Response> {
 
   // Writes "resume after seq N" into a copy of `request`. Required with
   // `sequence_of` or `position_of` (and only with them).
-  std::function<void(Request&, std::uint64_t last_delivered)> resume_after;
+  Function<void(Request&, std::uint64_t last_delivered)> resume_after;
 
   // Writes "resume after cursor C" into a copy of `request`. Required with
   // `cursor_of` (and only with it).
-  std::function<void(Request&, const std::string& cursor)> resume_from_cursor;
+  Function<void(Request&, const std::string& cursor)> resume_from_cursor;
 
   // Advanced: replaces `start` with another way to run attempts. Test
   // doubles (`tether::fakes::FakeTransport`) plug in here.
@@ -105,8 +105,8 @@ template <class Request, class Response>
 class ReconnectingStream {
  public:
   using Spec = StreamSpec<Request, Response>;
-  using MessageCallback = std::function<void(Response&&)>;
-  using DoneCallback = std::function<void(const absl::Status&)>;
+  using MessageCallback = Function<void(Response&&)>;
+  using DoneCallback = Function<void(const absl::Status&)>;
   using Stats = StreamStats;
 
   // Validates everything, then starts the first attempt. Returns

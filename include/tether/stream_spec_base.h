@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/types/optional.h"
+#include "tether/function.h"
 #include "tether/observer.h"
 #include "tether/position.h"
 
@@ -40,13 +41,13 @@ struct StreamSpecBase {
   // &Event::seq)` reads a getter, 0 included as a position.
   // Leave empty (and `position_of`, `cursor_of`) for streams without
   // positions: every reopen then starts over and every message is delivered.
-  std::function<absl::optional<std::uint64_t>(const Response&)> sequence_of;
+  Function<absl::optional<std::uint64_t>(const Response&)> sequence_of;
 
   // General positions (instead of `sequence_of`, which is
   // `Position::Item(seq)` with dense spacing): what each response says
   // about the stream's position (tether/position.h: None, Item, Items,
   // Progress).
-  std::function<Position(const Response&)> position_of;
+  Function<Position(const Response&)> position_of;
   // kDense (default): a skip is a gap (`gap_policy`); kSparse: any increase
   // is fine. Needs `position_of`.
   PositionSpacing spacing = PositionSpacing::kDense;
@@ -54,7 +55,7 @@ struct StreamSpecBase {
   // straddles it (a reopen's or migration's overlap), so each item is
   // delivered once. Without it such a batch ends the stream with
   // FAILED_PRECONDITION. Needs `position_of`.
-  std::function<void(Response&, std::uint64_t last_delivered)> trim_delivered;
+  Function<void(Response&, std::uint64_t last_delivered)> trim_delivered;
   // Whether progress notices (`Position::Progress`) reach the app. Default
   // false: they only move the resume position. Needs `position_of`.
   bool deliver_progress = false;
@@ -64,7 +65,7 @@ struct StreamSpecBase {
   // cursor, nullopt for a control message (delivered, nothing moves).
   // During a migration's overlap, the new attempt's messages whose cursor
   // the stream delivered since that attempt's resume cursor are dropped.
-  std::function<absl::optional<std::string>(const Response&)> cursor_of;
+  Function<absl::optional<std::string>(const Response&)> cursor_of;
   // The cursor the first attempt already resumes after, if any. Needs
   // `cursor_of`.
   absl::optional<std::string> initial_cursor;
@@ -78,9 +79,9 @@ struct StreamSpecBase {
   // stream's resync while the pool has threads to spare), then
   // resumes after the position `resync` gives. The triggering message is
   // not delivered. `resync` needs a trigger and vice versa.
-  std::function<bool(const Response&)> resync_on_message;
-  std::function<bool(const absl::Status&)> resync_on_end;
-  std::function<void(ResyncDone done)> resync;
+  Function<bool(const Response&)> resync_on_message;
+  Function<bool(const absl::Status&)> resync_on_end;
+  Function<void(ResyncDone done)> resync;
 
   // Drain notices: the server's own message that says "this server is
   // leaving" (what `tether::server::DrainHooks::send_notice` sends). True
@@ -97,7 +98,7 @@ struct StreamSpecBase {
   // once, then at most 10 a second (never a spin). A notice carries no
   // position (the position readers never see it). Called for every message.
   // Default empty: no notices.
-  std::function<bool(const Response&)> is_drain_notice;
+  Function<bool(const Response&)> is_drain_notice;
   // Whether drain notices also reach the app, in order with the other
   // messages. Default false. Needs `is_drain_notice`.
   bool deliver_drain_notice = false;
@@ -111,7 +112,7 @@ struct StreamSpecBase {
   //                               const tether::AttemptInfo& info) {
   //     ctx.AddMetadata("x-attempt", std::to_string(info.attempt));
   //   };
-  std::function<void(grpc::ClientContext&, const AttemptInfo&)>
+  Function<void(grpc::ClientContext&, const AttemptInfo&)>
       configure_attempt;
 };
 

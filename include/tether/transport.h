@@ -17,6 +17,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/optional.h"
 #include "tether/classification.h"
+#include "tether/internal/attempt_sink.h"
 #include "tether/observer.h"
 #include "tether/position.h"
 
@@ -160,11 +161,30 @@ class AttemptListener {
                      const Metadata& trailing_metadata) = 0;
 };
 
+namespace internal {
+
+// The listener a factory's attempt is given: forwards to the stream.
+template <class Response>
+class SinkListener final : public AttemptListener<Response> {
+ public:
+  explicit SinkListener(AttemptSink sink) : sink_(std::move(sink)) {}
+  bool OnMessage(Response&& response) override {
+    return sink_.OnMessage(&response);
+  }
+  void OnEnd(const absl::Status& status, const Metadata& trailers) override {
+    sink_.OnEnd(status, trailers);
+  }
+
+ private:
+  AttemptSink sink_;
+};
+
+}  // namespace internal
+
 // Starts attempts. The production factory calls the user's generated stub.
 template <class Request, class Response>
-class AttemptFactory {
+class AttemptFactory : public internal::UntypedAttemptFactory {
  public:
-  virtual ~AttemptFactory() = default;
   // Starts one call on `connection` with `request`, knowing which attempt
   // this is (`info`: number, reason, resume position, connection).
   // Callbacks to `listener` may begin before this returns, on this or
@@ -173,6 +193,17 @@ class AttemptFactory {
       const ConnectionPick& connection, const AttemptInfo& info,
       const Request& request,
       std::shared_ptr<AttemptListener<Response>> listener) = 0;
+
+ private:
+  // How the stream calls it (internal/attempt_sink.h).
+  std::shared_ptr<Attempt> StartUntyped(const ConnectionPick& connection,
+                                        const AttemptInfo& info,
+                                        const void* request,
+                                        internal::AttemptSink sink) final {
+    return StartAttempt(
+        connection, info, *static_cast<const Request*>(request),
+        std::make_shared<internal::SinkListener<Response>>(std::move(sink)));
+  }
 };
 
 // What a bidi attempt does next (`BidiWrites<Request>::Next`).
@@ -203,13 +234,59 @@ class BidiWrites {
   virtual void SetWakeup(std::function<void()> wake) = 0;
 };
 
+namespace internal {
+
+// One bidi attempt's writes as the typed `BidiWrites` a factory takes.
+template <class Request>
+class TypedBidiWrites final : public BidiWrites<Request> {
+ public:
+  explicit TypedBidiWrites(std::shared_ptr<AttemptWrites> writes)
+      : writes_(std::move(writes)) {}
+  BidiNext Take(std::shared_ptr<const Request>* out) override {
+    std::shared_ptr<const void> request;
+    const BidiNext next = writes_->Take(&request);
+    if (next == BidiNext::kWrite) {
+      *out = std::static_pointer_cast<const Request>(std::move(request));
+    }
+    return next;
+  }
+  void Written(bool ok) override { writes_->Written(ok); }
+  void SetWakeup(std::function<void()> wake) override {
+    writes_->SetWakeup(std::move(wake));
+  }
+
+ private:
+  const std::shared_ptr<AttemptWrites> writes_;
+};
+
+// The listener a factory's bidi attempt is given: forwards to the stream,
+// and closes the attempt's writes at its end first.
+template <class Response>
+class ClosingSinkListener final : public AttemptListener<Response> {
+ public:
+  ClosingSinkListener(AttemptSink sink, std::shared_ptr<AttemptWrites> writes)
+      : sink_(std::move(sink)), writes_(std::move(writes)) {}
+  bool OnMessage(Response&& response) override {
+    return sink_.OnMessage(&response);
+  }
+  void OnEnd(const absl::Status& status, const Metadata& trailers) override {
+    writes_->Close();
+    sink_.OnEnd(status, trailers);
+  }
+
+ private:
+  AttemptSink sink_;
+  const std::shared_ptr<AttemptWrites> writes_;
+};
+
+}  // namespace internal
+
 // Starts bidi attempts. The production factory calls the user's generated
 // stub (`ClientBidiReactor`); `tether::fakes::FakeBidiTransport` plugs in
 // here.
 template <class Request, class Response>
-class BidiAttemptFactory {
+class BidiAttemptFactory : public internal::UntypedBidiAttemptFactory {
  public:
-  virtual ~BidiAttemptFactory() = default;
   // Starts one call on `connection` that resumes from `resume` and writes
   // what `writes` gives, knowing which attempt this is (`info`: number,
   // reason, resume position, connection). Callbacks to `listener` may begin
@@ -218,6 +295,20 @@ class BidiAttemptFactory {
       const ConnectionPick& connection, const AttemptInfo& info,
       const ResumeState& resume, std::shared_ptr<BidiWrites<Request>> writes,
       std::shared_ptr<AttemptListener<Response>> listener) = 0;
+
+ private:
+  // How the stream calls it (internal/attempt_sink.h).
+  std::shared_ptr<Attempt> StartUntyped(
+      const ConnectionPick& connection, const AttemptInfo& info,
+      const ResumeState& resume,
+      std::shared_ptr<internal::AttemptWrites> writes,
+      internal::AttemptSink sink) final {
+    return StartAttempt(
+        connection, info, resume,
+        std::make_shared<internal::TypedBidiWrites<Request>>(writes),
+        std::make_shared<internal::ClosingSinkListener<Response>>(
+            std::move(sink), writes));
+  }
 };
 
 }  // namespace tether

@@ -21,7 +21,7 @@ absl::StatusOr<std::shared_ptr<StreamCore>> CreateBidiCore(
     std::shared_ptr<ConnectionSource> source, std::shared_ptr<BidiOutbox> box,
     std::unique_ptr<StreamParts> parts, StreamHooks hooks,
     ReconnectingStreamOptions options,
-    std::function<void(const absl::Status&)> on_done) {
+    Function<void(const absl::Status&)> on_done) {
   hooks.resume = true;
   hooks.resume_always = true;
   hooks.resume_name = "open_requests";

@@ -100,8 +100,8 @@ absl::Status TakeUntypedFields(
     const PositionFields& f, const ServerResumeFields* server_resume,
     const absl::optional<std::uint64_t>& initial, const char* what,
     const char* initial_field, absl::optional<std::string>& initial_cursor,
-    std::function<bool(const absl::Status&)>& resync_on_end,
-    std::function<void(ResyncDone)>& resync, StreamHooks& hooks) {
+    Function<bool(const absl::Status&)>& resync_on_end,
+    Function<void(ResyncDone)>& resync, StreamHooks& hooks) {
   absl::Status s = CheckPositionFields(f, what);
   if (s.ok() && server_resume != nullptr) {
     s = CheckServerResumeFields(f, server_resume->resume_after,

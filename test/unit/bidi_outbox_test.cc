@@ -30,7 +30,7 @@ bool ById(const BidiReq& w, const Resp& r) { return r.ack == w.id; }
 
 // The outbox holds opaque messages; the typed side (bidi_parts.h) casts.
 std::shared_ptr<Box> MakeBox(
-    std::size_t max, std::function<bool(const BidiReq&, const Resp&)> ack) {
+    std::size_t max, Function<bool(const BidiReq&, const Resp&)> ack) {
   return std::make_shared<Box>(max,
                                internal::OpaqueAcknowledges(std::move(ack)));
 }

@@ -14,7 +14,9 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "tether/function.h"
 #include "tether/internal/ack_ledger.h"
+#include "tether/internal/attempt_sink.h"
 #include "tether/internal/deferred.h"
 #include "tether/internal/mutex.h"
 #include "tether/transport.h"
@@ -61,7 +63,7 @@ class BidiOutbox final : public AckLedger {
   using Message = std::shared_ptr<const void>;
   // The app's `acknowledges`, on a Request (`write`) and a Response; empty:
   // a write is done once written.
-  using AckFn = std::function<bool(const void* write, const void* response)>;
+  using AckFn = Function<bool(const void* write, const void* response)>;
   using CalloutFn = std::function<void(const std::function<void()>&)>;
 
   BidiOutbox(std::size_t max, AckFn acknowledges,
@@ -96,22 +98,22 @@ class BidiOutbox final : public AckLedger {
   AckMatch Match(const void* response) override;
   bool Admit(const AckMatch& match, Deferred& later) override;
 
-  // One attempt's view: what it writes (`BidiWrites`' contract, untyped).
-  class Writes final {
+  // One attempt's view: what it writes (`AttemptWrites`, attempt_sink.h).
+  class Writes final : public AttemptWrites {
    public:
     Writes(std::shared_ptr<BidiOutbox> box, std::uint64_t token,
            std::vector<Message> opens);
     // An attempt dropped without an end (its start never ran) is closed
     // too: what it took can be acknowledged no more.
-    ~Writes();
+    ~Writes() override;
     Writes(const Writes&) = delete;
     Writes& operator=(const Writes&) = delete;
 
-    BidiNext Take(Message* out);
-    void Written(bool ok);
-    void SetWakeup(std::function<void()> wake);
+    BidiNext Take(Message* out) override;
+    void Written(bool ok) override;
+    void SetWakeup(std::function<void()> wake) override;
     // The attempt ended: it writes nothing more.
-    void Close();
+    void Close() override;
 
    private:
     // This attempt's write is no longer in flight. Returns the writer's

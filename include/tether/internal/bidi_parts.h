@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "tether/function.h"
 #include "tether/internal/bidi_outbox.h"
 #include "tether/internal/grpc_bidi_attempt.h"
 #include "tether/internal/grpc_call_context.h"
@@ -54,7 +55,7 @@ std::vector<BidiOutbox::Message> OpaqueRequests(std::vector<Request> typed) {
 // The app's `acknowledges` on opaque messages (empty stays empty).
 template <class Request, class Response>
 BidiOutbox::AckFn OpaqueAcknowledges(
-    std::function<bool(const Request&, const Response&)> acknowledges) {
+    Function<bool(const Request&, const Response&)> acknowledges) {
   if (!acknowledges) return nullptr;
   return
       [f = std::move(acknowledges)](const void* write, const void* response) {
@@ -62,51 +63,6 @@ BidiOutbox::AckFn OpaqueAcknowledges(
                  *static_cast<const Response*>(response));
       };
 }
-
-// One attempt's writes as the typed `BidiWrites` an attempt factory takes
-// (a gRPC attempt takes them untyped).
-template <class Request>
-class TypedBidiWrites final : public BidiWrites<Request> {
- public:
-  explicit TypedBidiWrites(std::shared_ptr<BidiOutbox::Writes> writes)
-      : writes_(std::move(writes)) {}
-  BidiNext Take(std::shared_ptr<const Request>* out) override {
-    BidiOutbox::Message message;
-    const BidiNext next = writes_->Take(&message);
-    if (next == BidiNext::kWrite) {
-      *out = std::static_pointer_cast<const Request>(std::move(message));
-    }
-    return next;
-  }
-  void Written(bool ok) override { writes_->Written(ok); }
-  void SetWakeup(std::function<void()> wake) override {
-    writes_->SetWakeup(std::move(wake));
-  }
-
- private:
-  const std::shared_ptr<BidiOutbox::Writes> writes_;
-};
-
-// The listener an attempt factory's bidi attempt is given: forwards to the
-// core, and closes the attempt's writes at its end first.
-template <class Response>
-class ClosingSinkListener final : public AttemptListener<Response> {
- public:
-  ClosingSinkListener(AttemptSink sink,
-                      std::shared_ptr<BidiOutbox::Writes> writes)
-      : sink_(std::move(sink)), writes_(std::move(writes)) {}
-  bool OnMessage(Response&& response) override {
-    return sink_.OnMessage(&response);
-  }
-  void OnEnd(const absl::Status& status, const Metadata& trailers) override {
-    writes_->Close();
-    sink_.OnEnd(status, trailers);
-  }
-
- private:
-  AttemptSink sink_;
-  const std::shared_ptr<BidiOutbox::Writes> writes_;
-};
 
 // A bidi stream's typed side: each attempt resumes through the app's open
 // requests (`BidiOpen`, the core's per-attempt "request"), is attached to
@@ -123,7 +79,7 @@ class BidiStreamParts final : public ResponseParts<Response> {
   // Moves what it needs out of `spec` (checked by the caller; its
   // `acknowledges` already went to `box`).
   BidiStreamParts(Spec& spec, std::shared_ptr<BidiOutbox> box,
-                  std::function<void(Response&&)> on_message)
+                  Function<void(Response&&)> on_message)
       : ResponseParts<Response>(std::move(on_message), spec),
         open_requests_(std::move(spec.open_requests)),
         box_(std::move(box)),
@@ -149,11 +105,8 @@ class BidiStreamParts final : public ResponseParts<Response> {
     std::shared_ptr<BidiOutbox::Writes> writes =
         BidiOutbox::Attach(box_, info.attempt, open.opens);
     if (factory_) {
-      auto typed = std::make_shared<TypedBidiWrites<Request>>(writes);
-      return factory_->StartAttempt(
-          connection, info, open.state, std::move(typed),
-          std::make_shared<ClosingSinkListener<Response>>(std::move(sink),
-                                                          std::move(writes)));
+      return factory_->StartUntyped(connection, info, open.state,
+                                    std::move(writes), std::move(sink));
     }
     return GrpcBidiAttempt<Request, Response>::Run(
         start_, configure_, connection, info, std::move(writes),
@@ -162,9 +115,11 @@ class BidiStreamParts final : public ResponseParts<Response> {
 
  private:
   const BidiOpen open_;  // no state, no opens: `Resume` fills a copy
-  const std::function<std::vector<Request>(const ResumeState&)> open_requests_;
+  const Function<std::vector<Request>(const ResumeState&)> open_requests_;
   const std::shared_ptr<BidiOutbox> box_;
-  const std::shared_ptr<BidiAttemptFactory<Request, Response>> factory_;
+  // The spec's `attempt_factory`, untyped: its typed adapters are compiled
+  // only where the app defines it (transport.h).
+  const std::shared_ptr<UntypedBidiAttemptFactory> factory_;
   const StartFn start_;
   const ConfigureAttemptFn configure_;
 };
@@ -182,7 +137,7 @@ absl::StatusOr<std::shared_ptr<StreamCore>> CreateBidiCore(
     std::shared_ptr<ConnectionSource> source, std::shared_ptr<BidiOutbox> box,
     std::unique_ptr<StreamParts> parts, StreamHooks hooks,
     ReconnectingStreamOptions options,
-    std::function<void(const absl::Status&)> on_done);
+    Function<void(const absl::Status&)> on_done);
 
 }  // namespace internal
 }  // namespace tether

@@ -15,6 +15,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "tether/function.h"
 #include "tether/internal/compact_fifo.h"
 #include "tether/internal/mutex.h"
 
@@ -113,7 +114,7 @@ class MessageStore {
 // Not a template: the messages live in a `MessageStore`.
 class DeliveryQueue {
  public:
-  using DoneFn = std::function<void(const absl::Status&)>;
+  using DoneFn = Function<void(const absl::Status&)>;
 
   // `store->has_on_message()` and `on_done` both set (callback mode) or both
   // empty (reader mode). `store`, `owner` and `observer` (null: none; told
@@ -220,7 +221,7 @@ class DeliveryQueue {
 template <class T>
 class TypedMessageStore : public MessageStore {
  public:
-  using MessageFn = std::function<void(T&&)>;
+  using MessageFn = Function<void(T&&)>;
 
   explicit TypedMessageStore(MessageFn on_message)
       : on_message_(std::move(on_message)) {}

@@ -82,9 +82,9 @@ class GrpcBidiAttempt final
     : public GrpcBidiWritePump,
       public grpc::ClientBidiReactor<Request, Response> {
  public:
-  using StartFn = std::function<void(
-      const std::shared_ptr<grpc::Channel>&, grpc::ClientContext*,
-      grpc::ClientBidiReactor<Request, Response>*)>;
+  using StartFn = Function<void(const std::shared_ptr<grpc::Channel>&,
+                                grpc::ClientContext*,
+                                grpc::ClientBidiReactor<Request, Response>*)>;
 
   static std::shared_ptr<Attempt> Run(
       const StartFn& start, const ConfigureAttemptFn& configure,

@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/support/status.h"
+#include "tether/function.h"
 #include "tether/transport.h"
 
 namespace tether {
@@ -27,7 +28,7 @@ Metadata TrailersOf(const grpc::ClientContext& context);
 
 // Sets up one attempt's context: the user's per-attempt hook.
 using ConfigureAttemptFn =
-    std::function<void(grpc::ClientContext&, const AttemptInfo&)>;
+    Function<void(grpc::ClientContext&, const AttemptInfo&)>;
 
 // The empty one (a spec without `configure_attempt`).
 const ConfigureAttemptFn& NoConfigureAttempt();

@@ -10,6 +10,7 @@
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/support/client_callback.h"
+#include "tether/function.h"
 #include "tether/internal/grpc_call_context.h"
 #include "tether/internal/grpc_read_pump.h"
 #include "tether/transport.h"
@@ -25,9 +26,9 @@ template <class Request, class Response>
 class GrpcReadAttempt final : public GrpcReadPump,
                               public grpc::ClientReadReactor<Response> {
  public:
-  using StartFn = std::function<void(const std::shared_ptr<grpc::Channel>&,
-                                     grpc::ClientContext*, const Request*,
-                                     grpc::ClientReadReactor<Response>*)>;
+  using StartFn = Function<void(const std::shared_ptr<grpc::Channel>&,
+                                grpc::ClientContext*, const Request*,
+                                grpc::ClientReadReactor<Response>*)>;
 
   static std::shared_ptr<Attempt> Run(const StartFn& start,
                                       const ConfigureAttemptFn& configure,

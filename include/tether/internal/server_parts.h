@@ -9,6 +9,7 @@
 #include <string>
 #include <utility>
 
+#include "tether/function.h"
 #include "tether/internal/grpc_call_context.h"
 #include "tether/internal/grpc_read_attempt.h"
 #include "tether/internal/stream_core.h"
@@ -31,7 +32,7 @@ class ServerStreamParts final : public ResponseParts<Response> {
   using Spec = StreamSpec<Request, Response>;
 
   // Moves what it needs out of `spec` (checked by the caller).
-  ServerStreamParts(Spec& spec, std::function<void(Response&&)> on_message)
+  ServerStreamParts(Spec& spec, Function<void(Response&&)> on_message)
       : ResponseParts<Response>(std::move(on_message), spec),
         request_(std::move(spec.request)),
         start_(std::move(spec.start)),
@@ -63,9 +64,8 @@ class ServerStreamParts final : public ResponseParts<Response> {
                                         AttemptSink sink) override {
     const Request& r = *static_cast<const Request*>(request);
     if (rare_ && rare_->factory) {
-      return rare_->factory->StartAttempt(
-          connection, info, r,
-          std::make_shared<SinkListener<Response>>(std::move(sink)));
+      return rare_->factory->StartUntyped(connection, info, request,
+                                          std::move(sink));
     }
     return GrpcReadAttempt<Request, Response>::Run(
         start_, rare_ ? rare_->configure : NoConfigureAttempt(), connection,
@@ -75,14 +75,16 @@ class ServerStreamParts final : public ResponseParts<Response> {
  private:
   // Fewer streams set these: behind one pointer (bytes per stream).
   struct Rare {
-    std::shared_ptr<AttemptFactory<Request, Response>> factory;
+    // The spec's `attempt_factory`, untyped: its typed adapter is compiled
+    // only where the app defines it (transport.h).
+    std::shared_ptr<UntypedAttemptFactory> factory;
     ConfigureAttemptFn configure;
-    std::function<void(Request&, const std::string&)> resume_from_cursor;
+    Function<void(Request&, const std::string&)> resume_from_cursor;
   };
 
   const Request request_;
   const typename GrpcReadAttempt<Request, Response>::StartFn start_;
-  const std::function<void(Request&, std::uint64_t)> resume_after_;
+  const Function<void(Request&, std::uint64_t)> resume_after_;
   std::unique_ptr<const Rare> rare_;
 };
 

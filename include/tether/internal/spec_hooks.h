@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/types/optional.h"
+#include "tether/function.h"
 #include "tether/internal/stream_core.h"
 #include "tether/position.h"
 #include "tether/stream_spec_base.h"
@@ -89,8 +90,8 @@ absl::Status TakeUntypedFields(
     const PositionFields& f, const ServerResumeFields* server_resume,
     const absl::optional<std::uint64_t>& initial, const char* what,
     const char* initial_field, absl::optional<std::string>& initial_cursor,
-    std::function<bool(const absl::Status&)>& resync_on_end,
-    std::function<void(ResyncDone)>& resync, StreamHooks& hooks);
+    Function<bool(const absl::Status&)>& resync_on_end,
+    Function<void(ResyncDone)>& resync, StreamHooks& hooks);
 
 // `TakeUntypedFields` for `spec`. The typed functions stay in the spec:
 // `ResponseFunctions` takes them. `configure_attempt` stays too: each kind

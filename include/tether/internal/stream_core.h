@@ -5,8 +5,7 @@
 // (src/streams/stream_machine.h), and reaches the typed side through
 // `StreamParts` (the request, the attempt factory, the messages read ahead)
 // and the type-erased `StreamHooks`. A user translation unit instantiates
-// only `ResponseParts` (with its kind's parts) and `SinkListener` (compile
-// time). It talks to a `ConnectionSource` and leaves the rest to its parts:
+// only `ResponseParts` with its kind's parts (compile time). It talks to a `ConnectionSource` and leaves the rest to its parts:
 //   - `PositionGate` (position_gate.h): which message is delivered;
 //   - `ReopenBudget` (reopen_budget.h): when to try again, when to give up;
 //   - `DeliveryQueue` (delivery_queue.h): how the app gets messages, its end
@@ -27,7 +26,9 @@
 #include "absl/status/statusor.h"
 #include "absl/types/optional.h"
 #include "tether/backoff.h"
+#include "tether/function.h"
 #include "tether/internal/ack_ledger.h"
+#include "tether/internal/attempt_sink.h"
 #include "tether/internal/delivery_queue.h"
 #include "tether/internal/visibility.h"
 #include "tether/observer.h"
@@ -43,7 +44,7 @@ namespace internal {
 // The public specs (`StreamSpecBase`'s fields, and each kind's way to
 // resume) are translated into this by typed code (spec_hooks.h). The
 // functions that take a message or a request live in the typed
-// `StreamParts` (no per-hook std::function wrappers to compile in every
+// `StreamParts` (no per-hook function wrappers to compile in every
 // user TU); the flags below say which the spec gave. All functions are app
 // code: the core calls them with no lock held.
 struct StreamHooks {
@@ -75,8 +76,8 @@ struct StreamHooks {
     bool resync_on_message = false;  // StreamParts::ResyncOnMessage
     bool drain_notice = false;       // StreamParts::IsDrainNotice
     bool deliver_drain_notice = false;
-    std::function<bool(const absl::Status&)> resync_on_end;
-    std::function<void(ResyncDone)> resync;
+    Function<bool(const absl::Status&)> resync_on_end;
+    Function<void(ResyncDone)> resync;
     // Internal (not app code): runs under the core's lock once the end is
     // decided. Must not call back into the core.
     std::function<void()> on_end_decided;
@@ -105,48 +106,6 @@ struct StreamHooks {
   ~StreamHooks();
   StreamHooks(StreamHooks&&) noexcept;
   StreamHooks& operator=(StreamHooks&&) noexcept;
-};
-
-class StreamCore;
-// One attempt, as the machine sees it (stream_machine.h).
-struct TETHER_HIDDEN_TYPE AttemptRecord;
-
-// The core's side of one attempt: what a typed `AttemptListener` forwards
-// to. Same contract as `AttemptListener` (one call at a time, `OnEnd` once,
-// last). Keeps the stream alive until the attempt drops its listener: the
-// attempt decides on which thread that last release happens (never a gRPC
-// callback thread; see GrpcReadPump::Done).
-class TETHER_API AttemptSink final {
- public:
-  AttemptSink(std::shared_ptr<StreamCore> core,
-              std::shared_ptr<AttemptRecord> rec);
-  ~AttemptSink();
-  AttemptSink(AttemptSink&&) noexcept;
-  // `*response` (the stream's Response) may be moved from. Returns whether
-  // the attempt may read on.
-  bool OnMessage(void* response);
-  void OnEnd(const absl::Status& status, const Metadata& trailers);
-
- private:
-  std::shared_ptr<StreamCore> core_;
-  std::shared_ptr<AttemptRecord> rec_;
-};
-
-// The typed listener an attempt factory is given: forwards to the core (one
-// allocation per attempt, the sink held by value).
-template <class Response>
-class SinkListener final : public AttemptListener<Response> {
- public:
-  explicit SinkListener(AttemptSink sink) : sink_(std::move(sink)) {}
-  bool OnMessage(Response&& response) override {
-    return sink_.OnMessage(&response);
-  }
-  void OnEnd(const absl::Status& status, const Metadata& trailers) override {
-    sink_.OnEnd(status, trailers);
-  }
-
- private:
-  AttemptSink sink_;
 };
 
 // The typed side of one stream, owned by its core: the request every
@@ -203,14 +162,14 @@ struct ResponseFunctions {
     }
   }
 
-  std::function<absl::optional<std::uint64_t>(const Response&)> sequence_of;
+  Function<absl::optional<std::uint64_t>(const Response&)> sequence_of;
   // Fewer streams set these: behind one pointer (bytes per stream).
   struct Rare {
-    std::function<Position(const Response&)> position_of;
-    std::function<void(Response&, std::uint64_t)> trim_delivered;
-    std::function<absl::optional<std::string>(const Response&)> cursor_of;
-    std::function<bool(const Response&)> resync_on_message;
-    std::function<bool(const Response&)> is_drain_notice;
+    Function<Position(const Response&)> position_of;
+    Function<void(Response&, std::uint64_t)> trim_delivered;
+    Function<absl::optional<std::string>(const Response&)> cursor_of;
+    Function<bool(const Response&)> resync_on_message;
+    Function<bool(const Response&)> is_drain_notice;
   };
   std::unique_ptr<Rare> rare;
 };
@@ -256,7 +215,7 @@ class ResponseParts : public StreamParts {
 
  protected:
   // Moves the functions about responses out of `spec`.
-  ResponseParts(std::function<void(Response&&)> on_message,
+  ResponseParts(Function<void(Response&&)> on_message,
                 StreamSpecBase<Response>& spec)
       : store_(std::move(on_message)), fns_(spec) {}
 
@@ -279,7 +238,7 @@ class ResponseParts : public StreamParts {
 // time). Nothing user-supplied runs under a core lock.
 class StreamCore {
  public:
-  using DoneFn = std::function<void(const absl::Status&)>;
+  using DoneFn = Function<void(const absl::Status&)>;
 
   // `parts` holds the typed side (its store's `on_message` and `on_done`
   // both set, or both empty for the blocking reader). INVALID_ARGUMENT for

@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/optional.h"
+#include "tether/function.h"
 #include "tether/observer.h"
 #include "tether/position.h"
 #include "tether/stream_options.h"
@@ -33,7 +34,7 @@ template <class Response>
 struct DeliveryRules {
   // The position of a delivered response (a spec's `position_of`, or its
   // `sequence_of` as `Position::Item`). Default (empty): no position rules.
-  std::function<absl::optional<Position>(const Response&)> position_of;
+  Function<absl::optional<Position>(const Response&)> position_of;
   // The spec's `spacing`. Default kDense: a skip must be reported.
   PositionSpacing spacing = PositionSpacing::kDense;
   // The options' `gap_policy`. Default kDeliverAndReport.
@@ -44,9 +45,9 @@ struct DeliveryRules {
   // The spec's `initial_last_seq` / `initial_position`. Default none.
   absl::optional<std::uint64_t> initial_position;
   // The spec's `cursor_of`. Default (empty): no cursor rule.
-  std::function<absl::optional<std::string>(const Response&)> cursor_of;
+  Function<absl::optional<std::string>(const Response&)> cursor_of;
   // Names a response in a violation's text. Default: its position.
-  std::function<std::string(const Response&)> describe;
+  Function<std::string(const Response&)> describe;
 };
 
 namespace delivery_internal {
@@ -301,8 +302,8 @@ class Ledger {
 template <class Response>
 class DeliveryChecker {
  public:
-  using MessageCallback = std::function<void(Response&&)>;
-  using DoneCallback = std::function<void(const absl::Status&)>;
+  using MessageCallback = Function<void(Response&&)>;
+  using DoneCallback = Function<void(const absl::Status&)>;
 
   explicit DeliveryChecker(DeliveryRules<Response> rules)
       : state_(std::make_shared<State>(std::move(rules))) {}
@@ -556,7 +557,7 @@ class DeliveryChecker {
 template <class Request, class Response>
 class BidiDeliveryChecker {
  public:
-  using AckFn = std::function<bool(const Request&, const Response&)>;
+  using AckFn = Function<bool(const Request&, const Response&)>;
 
   BidiDeliveryChecker(DeliveryChecker<Response> delivery, AckFn acknowledges)
       : delivery_(std::move(delivery)),

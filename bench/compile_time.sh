@@ -11,7 +11,9 @@
 # alternating within a pair, and prints the medians; the last line is one
 # JSON object: tu_raw_s, tu_tether_s, ratio, tu_raw_bidi_s,
 # tu_tether_bidi_s, bidi_ratio (target for both ratios: <= 1.5, see
-# docs/performance.md).
+# docs/performance.md). Each ratio is the median of the runs' own ratios
+# (a tether TU over the raw TU compiled next to it): this machine's speed
+# drifts within minutes, so only compiles made close together compare.
 #
 #   bench/compile_time.sh BUILD_DIR [RUNS]
 #
@@ -65,8 +67,13 @@ raw="$(median "${times[tu_raw]}")"
 tether="$(median "${times[tu_tether]}")"
 raw_bidi="$(median "${times[tu_raw_bidi]}")"
 tether_bidi="$(median "${times[tu_tether_bidi]}")"
-ratio="$(awk -v a="${raw}" -v b="${tether}" 'BEGIN { printf "%.3f", b / a }')"
-bidi_ratio="$(awk -v a="${raw_bidi}" -v b="${tether_bidi}" 'BEGIN { printf "%.3f", b / a }')"
+# The runs' own ratios, in run order (`times` lists one time per run).
+paired() {
+  paste -d' ' <(tr ' ' '\n' <<<"$1" | sed '/^$/d') <(tr ' ' '\n' <<<"$2" | sed '/^$/d') |
+    awk '{ printf "%.3f ", $2 / $1 }'
+}
+ratio="$(median "$(paired "${times[tu_raw]}" "${times[tu_tether]}")")"
+bidi_ratio="$(median "$(paired "${times[tu_raw_bidi]}" "${times[tu_tether_bidi]}")")"
 echo "compile time, ${runs} runs each (alternating), seconds: tu_raw ${times[tu_raw]}; tu_tether ${times[tu_tether]}; tu_raw_bidi ${times[tu_raw_bidi]}; tu_tether_bidi ${times[tu_tether_bidi]}"
 echo "medians: tu_raw ${raw} s, tu_tether ${tether} s, ratio ${ratio}; tu_raw_bidi ${raw_bidi} s, tu_tether_bidi ${tether_bidi} s, bidi_ratio ${bidi_ratio}; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 printf '{"tu_raw_s":%s,"tu_tether_s":%s,"ratio":%s,"tu_raw_bidi_s":%s,"tu_tether_bidi_s":%s,"bidi_ratio":%s,"runs":%s}\n' "${raw}" "${tether}" "${ratio}" "${raw_bidi}" "${tether_bidi}" "${bidi_ratio}" "${runs}"

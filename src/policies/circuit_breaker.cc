@@ -14,12 +14,12 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "observability/readable_duration.h"
 #include "tether/internal/deferred.h"
 #include "tether/internal/mutex.h"
+#include "tether/internal/stream_random.h"
 #include "time/system_clock.h"
 
 namespace tether {
@@ -416,12 +416,8 @@ absl::StatusOr<std::shared_ptr<CircuitBreaker>> CircuitBreaker::Create(
     // SystemClock() is never destroyed: share it without owning it.
     clock = internal::SharedSystemClock();
   }
-  if (seed == 0) {
-    absl::BitGen gen;
-    seed = absl::Uniform<std::uint64_t>(gen);
-  }
-  std::shared_ptr<CircuitBreaker> breaker(
-      new CircuitBreaker(std::move(options), std::move(clock), seed));
+  std::shared_ptr<CircuitBreaker> breaker(new CircuitBreaker(
+      std::move(options), std::move(clock), internal::SeedOrEntropy(seed)));
   breaker->state_->self = breaker;
   return breaker;
 }

@@ -5,7 +5,8 @@
 // (src/streams/stream_machine.h), and reaches the typed side through
 // `StreamParts` (the request, the attempt factory, the messages read ahead)
 // and the type-erased `StreamHooks`. A user translation unit instantiates
-// only `ResponseParts` with its kind's parts (compile time). It talks to a `ConnectionSource` and leaves the rest to its parts:
+// only `ResponseParts` with its kind's parts (compile time). It talks to a
+// `ConnectionSource` and leaves the rest to its parts:
 //   - `PositionGate` (position_gate.h): which message is delivered;
 //   - `ReopenBudget` (reopen_budget.h): when to try again, when to give up;
 //   - `DeliveryQueue` (delivery_queue.h): how the app gets messages, its end

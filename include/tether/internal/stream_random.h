@@ -44,7 +44,7 @@ class StreamRandom {
 };
 
 // `seed`, or one drawn from the system's entropy when it is 0: the options'
-// "random_seed 0 picks one", for streams, calls and pools alike.
+// "random_seed 0 picks one", for streams, calls, pools and breakers alike.
 std::uint64_t SeedOrEntropy(std::uint64_t seed);
 
 }  // namespace internal

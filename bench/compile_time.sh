@@ -16,12 +16,25 @@
 # drifts within minutes, so only compiles made close together compare.
 #
 #   bench/compile_time.sh BUILD_DIR [RUNS]
+#   bench/compile_time.sh --instructions BUILD_DIR
+#
+# --instructions counts, instead of timing, the instructions the compiler
+# proper (cc1plus) executes for each TU, under valgrind (apt-get install
+# valgrind; about ten minutes in all). The count does not drift with the
+# machine's speed, and its ratios follow the time ratios; the last line is
+# one JSON object: tu_raw_instr, tu_tether_instr, ratio, tu_raw_bidi_instr,
+# tu_tether_bidi_instr, bidi_ratio.
 #
 # BUILD_DIR must be configured with -DCMAKE_EXPORT_COMPILE_COMMANDS=ON and
 # have built the target compile_time_tus (scripts/bench does both).
 set -euo pipefail
 
-build_dir="${1:?usage: compile_time.sh BUILD_DIR [RUNS]}"
+instructions=false
+if [[ "${1:-}" == "--instructions" ]]; then
+  instructions=true
+  shift
+fi
+build_dir="${1:?usage: compile_time.sh [--instructions] BUILD_DIR [RUNS]}"
 runs="${2:-3}"
 db="${build_dir}/compile_commands.json"
 [[ -f "${db}" ]] || { echo "no ${db}: configure with CMAKE_EXPORT_COMPILE_COMMANDS=ON" >&2; exit 2; }
@@ -48,6 +61,25 @@ for tu in tu_raw tu_tether tu_raw_bidi tu_tether_bidi; do
   cmd="$(sed -e 's/ -o [^ ]*/ -o \/dev\/null/' <<<"${cmd}")"
   cmds[${tu}]="${cmd}"
 done
+
+if ${instructions}; then
+  command -v valgrind >/dev/null || { echo "--instructions needs valgrind (apt-get install valgrind)" >&2; exit 2; }
+  # The compiler proper's command line, as the driver would run it.
+  declare -A counts
+  for tu in tu_raw tu_tether tu_raw_bidi tu_tether_bidi; do
+    cc1="$(cd "${dirs[${tu}]}" && eval "${cmds[${tu}]} -S -###" 2>&1 | grep -m1 cc1plus)"
+    log="$(mktemp)"
+    (cd "${dirs[${tu}]}" && eval "valgrind --tool=callgrind --callgrind-out-file=/dev/null --log-file=${log} ${cc1}" >/dev/null 2>&1)
+    counts[${tu}]="$(awk '/Collected/ { print $NF }' "${log}")"
+    rm -f "${log}"
+    echo "${tu}: ${counts[${tu}]} instructions"
+  done
+  ratio="$(awk -v a="${counts[tu_raw]}" -v b="${counts[tu_tether]}" 'BEGIN { printf "%.3f", b / a }')"
+  bidi_ratio="$(awk -v a="${counts[tu_raw_bidi]}" -v b="${counts[tu_tether_bidi]}" 'BEGIN { printf "%.3f", b / a }')"
+  printf '{"tu_raw_instr":%s,"tu_tether_instr":%s,"ratio":%s,"tu_raw_bidi_instr":%s,"tu_tether_bidi_instr":%s,"bidi_ratio":%s}\n' \
+    "${counts[tu_raw]}" "${counts[tu_tether]}" "${ratio}" "${counts[tu_raw_bidi]}" "${counts[tu_tether_bidi]}" "${bidi_ratio}"
+  exit 0
+fi
 
 now() { date +%s.%N; }
 declare -A times

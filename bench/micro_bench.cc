@@ -27,6 +27,7 @@
 #include "seqstream.pb.h"
 #include "tether/circuit_breaker.h"
 #include "tether/internal/delivery_queue.h"
+#include "tether/internal/message_store.h"
 #include "tether/internal/position_gate.h"
 #include "tether/position.h"
 #include "tether/reconnecting_stream.h"

@@ -46,13 +46,73 @@ struct IsNullableCallable<Function<S>> : std::true_type {};
 //   tether::Function<bool(const Event&)> is_notice =
 //       [](const Event& e) { return e.kind() == Event::DRAIN; };
 //   std::function<bool(const Event&)> same = is_notice;  // converts both ways
+namespace internal {
+
+// What every `Function` holds, apart from its signature: the callable
+// (inline or on the heap), its call function (type-erased) and, for a heap
+// callable, how to copy and destroy it. Copies, moves, swaps and
+// destruction are these non-template members, compiled once per
+// translation unit instead of once per signature.
+class FunctionStorage {
+ public:
+  explicit operator bool() const noexcept { return call_ != nullptr; }
+
+ protected:
+  union Storage {
+    void* heap;
+    alignas(void*) unsigned char local[sizeof(void*)];
+  };
+  // Copies (`destroy` false: returns the copy) or destroys a heap callable.
+  using ManageFn = void* (*)(void*, bool destroy);
+  // Any function pointer type: the call function, cast back to its own
+  // type by the signature that stored it.
+  using ErasedFn = void (*)();
+
+  FunctionStorage() noexcept = default;
+  FunctionStorage(const FunctionStorage& other)
+      : storage_(other.storage_), call_(other.call_), manage_(other.manage_) {
+    if (manage_ != nullptr) storage_.heap = manage_(other.storage_.heap, false);
+  }
+  FunctionStorage(FunctionStorage&& other) noexcept
+      : storage_(other.storage_), call_(other.call_), manage_(other.manage_) {
+    other.call_ = nullptr;
+    other.manage_ = nullptr;
+  }
+  FunctionStorage& operator=(const FunctionStorage& other) {
+    FunctionStorage(other).swap(*this);
+    return *this;
+  }
+  FunctionStorage& operator=(FunctionStorage&& other) noexcept {
+    FunctionStorage(std::move(other)).swap(*this);
+    return *this;
+  }
+  ~FunctionStorage() {
+    if (manage_ != nullptr) manage_(storage_.heap, true);
+  }
+
+  void swap(FunctionStorage& other) noexcept {
+    std::swap(storage_, other.storage_);
+    std::swap(call_, other.call_);
+    std::swap(manage_, other.manage_);
+  }
+  void reset() noexcept { FunctionStorage().swap(*this); }
+
+  mutable Storage storage_{};
+  ErasedFn call_ = nullptr;
+  ManageFn manage_ = nullptr;  // null: empty, or stored inline
+};
+
+}  // namespace internal
+
 template <class R, class... Args>
-class Function<R(Args...)> {
+class Function<R(Args...)> : private internal::FunctionStorage {
   template <class F, class D = std::decay_t<F>>
   using IfCallable = std::enable_if_t<!std::is_same<D, Function>::value &&
                                       std::is_invocable_r<R, D&, Args...>::value>;
 
  public:
+  using FunctionStorage::operator bool;
+
   Function() noexcept = default;
   Function(std::nullptr_t) noexcept {}  // NOLINT(runtime/explicit)
 
@@ -66,33 +126,16 @@ class Function<R(Args...)> {
     }
     if constexpr (kInline<D>) {
       ::new (static_cast<void*>(storage_.local)) D(std::forward<F>(f));
-      call_ = &CallInline<D>;
+      call_ = reinterpret_cast<ErasedFn>(&CallInline<D>);
     } else {
       storage_.heap = new D(std::forward<F>(f));
-      call_ = &CallHeap<D>;
+      call_ = reinterpret_cast<ErasedFn>(&CallHeap<D>);
       manage_ = &Manage<D>;
     }
   }
 
-  Function(const Function& other)
-      : storage_(other.storage_), call_(other.call_), manage_(other.manage_) {
-    if (manage_ != nullptr) storage_.heap = manage_(other.storage_.heap, false);
-  }
-  Function(Function&& other) noexcept
-      : storage_(other.storage_), call_(other.call_), manage_(other.manage_) {
-    other.call_ = nullptr;
-    other.manage_ = nullptr;
-  }
-  Function& operator=(const Function& other) {
-    Function(other).swap(*this);
-    return *this;
-  }
-  Function& operator=(Function&& other) noexcept {
-    Function(std::move(other)).swap(*this);
-    return *this;
-  }
   Function& operator=(std::nullptr_t) noexcept {
-    Function().swap(*this);
+    reset();
     return *this;
   }
   template <class F, class = IfCallable<F>>
@@ -100,21 +143,13 @@ class Function<R(Args...)> {
     Function(std::forward<F>(f)).swap(*this);
     return *this;
   }
-  ~Function() {
-    if (manage_ != nullptr) manage_(storage_.heap, true);
-  }
 
-  void swap(Function& other) noexcept {
-    std::swap(storage_, other.storage_);
-    std::swap(call_, other.call_);
-    std::swap(manage_, other.manage_);
-  }
-
-  explicit operator bool() const noexcept { return call_ != nullptr; }
+  void swap(Function& other) noexcept { FunctionStorage::swap(other); }
 
   R operator()(Args... args) const {
     if (call_ == nullptr) throw std::bad_function_call();
-    return call_(storage_, std::forward<Args>(args)...);
+    return reinterpret_cast<CallFn>(call_)(storage_,
+                                           std::forward<Args>(args)...);
   }
 
   friend bool operator==(const Function& f, std::nullptr_t) noexcept {
@@ -131,13 +166,7 @@ class Function<R(Args...)> {
   }
 
  private:
-  union Storage {
-    void* heap;
-    alignas(void*) unsigned char local[sizeof(void*)];
-  };
   using CallFn = R (*)(Storage&, Args&&...);
-  // Copies (`destroy` false: returns the copy) or destroys a heap callable.
-  using ManageFn = void* (*)(void*, bool destroy);
 
   template <class D>
   static constexpr bool kInline = sizeof(D) <= sizeof(void*) &&
@@ -171,10 +200,6 @@ class Function<R(Args...)> {
     }
     return new D(*static_cast<const D*>(f));
   }
-
-  mutable Storage storage_{};
-  CallFn call_ = nullptr;
-  ManageFn manage_ = nullptr;  // null: empty, or stored inline
 };
 
 }  // namespace tether

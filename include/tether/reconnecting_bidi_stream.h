@@ -120,17 +120,13 @@ class ReconnectingBidiStream {
   static absl::StatusOr<std::unique_ptr<ReconnectingBidiStream>> Start(
       Target target, Spec spec, ReconnectingStreamOptions options,
       MessageCallback on_message, DoneCallback on_done) {
-    if (!on_message || !on_done) {
-      return absl::InvalidArgumentError(
-          "ReconnectingBidiStream::Start needs both on_message and on_done");
-    }
     return Make(target, spec, options, std::move(on_message),
-                std::move(on_done));
+                std::move(on_done), /*callbacks=*/true);
   }
 
   static absl::StatusOr<std::unique_ptr<ReconnectingBidiStream>> Open(
       Target target, Spec spec, ReconnectingStreamOptions options) {
-    return Make(target, spec, options, nullptr, nullptr);
+    return Make(target, spec, options, nullptr, nullptr, /*callbacks=*/false);
   }
 
   ReconnectingBidiStream(const ReconnectingBidiStream&) = delete;
@@ -173,41 +169,32 @@ class ReconnectingBidiStream {
       : core_(std::move(core)), outbox_(std::move(box)) {}
 
   // The spec and options by reference: moving them again would compile
-  // their moves into every user translation unit once more.
+  // their moves into every user translation unit once more. What does not
+  // name the message types (the checks, the core) is compiled in the
+  // library (`StartBidiStream`). `spec` is this stream's own copy: what the
+  // parts move out of it before the checks fail is lost to nobody.
   static absl::StatusOr<std::unique_ptr<ReconnectingBidiStream>> Make(
       const Target& target, Spec& spec, ReconnectingStreamOptions& options,
-      MessageCallback on_message, DoneCallback on_done) {
-    absl::Status s = Validate(options);
-    if (!s.ok()) return s;
-    if (!target.source()) {
-      return absl::InvalidArgumentError(
-          "ReconnectingBidiStream needs a target");
-    }
-    if (!spec.attempt_factory && !spec.start) {
-      return absl::InvalidArgumentError(
-          "BidiStreamSpec.start is empty (and no attempt_factory was given)");
-    }
-    if (!spec.open_requests) {
-      return absl::InvalidArgumentError(
-          "BidiStreamSpec.open_requests is empty: an attempt would not know "
-          "what to write first (return an empty vector for nothing)");
-    }
-    internal::StreamHooks hooks;
-    s = internal::TakeSharedFields(spec, /*server_resume=*/nullptr,
-                                   spec.initial_position, "BidiStreamSpec",
-                                   "initial_position", hooks);
-    if (!s.ok()) return s;
+      MessageCallback on_message, DoneCallback on_done, bool callbacks) {
+    internal::SpecFacts facts = internal::SpecFactsOf(spec);
+    facts.stream = "ReconnectingBidiStream";
+    facts.spec = "BidiStreamSpec";
+    facts.initial_field = "initial_position";
+    facts.callbacks = callbacks;
+    facts.start = spec.start || spec.attempt_factory;
+    facts.server = false;
+    facts.open_requests = static_cast<bool>(spec.open_requests);
+    facts.initial = spec.initial_position;
     std::shared_ptr<Box> box = internal::NewBidiOutbox(
         options.max_outbox,
         internal::OpaqueAcknowledges(std::move(spec.acknowledges)),
         options.observer);
-    auto core = internal::CreateBidiCore(
-        target.source(), box,
-        std::make_unique<internal::BidiStreamParts<Request, Response>>(
+    auto core = internal::StartBidiStream(
+        target, facts, box,
+        new internal::BidiStreamParts<Request, Response>(
             spec, box, std::move(on_message)),
-        std::move(hooks), std::move(options), std::move(on_done));
+        options, std::move(on_done));
     if (!core.ok()) return core.status();
-    (*core)->StartFirst();
     return std::unique_ptr<ReconnectingBidiStream>(
         new ReconnectingBidiStream(*std::move(core), std::move(box)));
   }

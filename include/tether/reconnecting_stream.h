@@ -115,18 +115,14 @@ class ReconnectingStream {
   static absl::StatusOr<std::unique_ptr<ReconnectingStream>> Start(
       Target target, Spec spec, ReconnectingStreamOptions options,
       MessageCallback on_message, DoneCallback on_done) {
-    if (!on_message || !on_done) {
-      return absl::InvalidArgumentError(
-          "ReconnectingStream::Start needs both on_message and on_done");
-    }
     return Make(target, spec, options, std::move(on_message),
-                std::move(on_done));
+                std::move(on_done), /*callbacks=*/true);
   }
 
   // Like `Start`, for the blocking-reader style.
   static absl::StatusOr<std::unique_ptr<ReconnectingStream>> Open(
       Target target, Spec spec, ReconnectingStreamOptions options) {
-    return Make(target, spec, options, nullptr, nullptr);
+    return Make(target, spec, options, nullptr, nullptr, /*callbacks=*/false);
   }
 
   ReconnectingStream(const ReconnectingStream&) = delete;
@@ -156,34 +152,28 @@ class ReconnectingStream {
       : core_(std::move(core)) {}
 
   // The spec and options by reference: moving them again would compile
-  // their moves into every user translation unit once more.
+  // their moves into every user translation unit once more. What does not
+  // name the message types (the checks, the core) is compiled in the
+  // library (`StartServerStream`). `spec` is this stream's own copy: what
+  // the parts move out of it before the checks fail is lost to nobody.
   static absl::StatusOr<std::unique_ptr<ReconnectingStream>> Make(
       const Target& target, Spec& spec, ReconnectingStreamOptions& options,
-      MessageCallback on_message, DoneCallback on_done) {
-    absl::Status s = Validate(options);
-    if (!s.ok()) return s;
-    if (!target.source()) {
-      return absl::InvalidArgumentError("ReconnectingStream needs a target");
-    }
-    if (!spec.attempt_factory && !spec.start) {
-      return absl::InvalidArgumentError(
-          "StreamSpec.start is empty (and no attempt_factory was given)");
-    }
-    internal::StreamHooks hooks;
-    const internal::ServerResumeFields resume{
-        static_cast<bool>(spec.resume_after),
-        static_cast<bool>(spec.resume_from_cursor)};
-    s = internal::TakeSharedFields(spec, &resume, spec.initial_last_seq,
-                                   "StreamSpec", "initial_last_seq", hooks);
-    if (!s.ok()) return s;
-    hooks.resume = resume.resume_after || resume.resume_from_cursor;
-    auto core = Core::Create(
-        target.source(),
-        std::make_unique<internal::ServerStreamParts<Request, Response>>(
+      MessageCallback on_message, DoneCallback on_done, bool callbacks) {
+    internal::SpecFacts facts = internal::SpecFactsOf(spec);
+    facts.stream = "ReconnectingStream";
+    facts.spec = "StreamSpec";
+    facts.initial_field = "initial_last_seq";
+    facts.callbacks = callbacks;
+    facts.start = spec.start || spec.attempt_factory;
+    facts.server_resume = {static_cast<bool>(spec.resume_after),
+                           static_cast<bool>(spec.resume_from_cursor)};
+    facts.initial = spec.initial_last_seq;
+    auto core = internal::StartServerStream(
+        target, facts,
+        new internal::ServerStreamParts<Request, Response>(
             spec, std::move(on_message)),
-        std::move(hooks), std::move(options), std::move(on_done));
+        options, std::move(on_done));
     if (!core.ok()) return core.status();
-    (*core)->StartFirst();
     return std::unique_ptr<ReconnectingStream>(
         new ReconnectingStream(*std::move(core)));
   }

@@ -16,12 +16,10 @@ GrpcBidiWritePump::GrpcBidiWritePump(std::shared_ptr<BidiOutbox::Writes> writes,
 
 GrpcBidiWritePump::~GrpcBidiWritePump() = default;
 
-void GrpcBidiWritePump::StartPumps(
-    const std::shared_ptr<GrpcBidiWritePump>& self) {
+void GrpcBidiWritePump::StartPumps() {
   AddReactorHold();  // writes
-  std::weak_ptr<GrpcBidiWritePump> weak = self;
-  writes_->SetWakeup([weak] {
-    if (auto a = weak.lock()) a->PumpWrites();
+  writes_->SetWakeup([weak = weak_self()] {
+    if (auto a = weak.lock()) static_cast<GrpcBidiWritePump*>(a.get())->PumpWrites();
   });
   StartReading();
   PumpWrites();

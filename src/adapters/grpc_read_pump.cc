@@ -64,12 +64,16 @@ GrpcReadPump::GrpcReadPump(AttemptSink sink) : sink_(std::move(sink)) {}
 
 GrpcReadPump::~GrpcReadPump() = default;
 
-void GrpcReadPump::Begin(std::shared_ptr<GrpcReadPump> self,
-                         const ConfigureAttemptFn& configure,
-                         const AttemptInfo& info) {
-  weak_self_ = self;
-  self_ = std::move(self);
-  if (configure) configure(context_, info);
+std::shared_ptr<Attempt> GrpcReadPump::Begin(
+    GrpcReadPump* attempt, const ConfigureAttemptFn& configure,
+    const AttemptInfo& info) {
+  // Deleted through `Attempt`'s public virtual destructor.
+  std::shared_ptr<Attempt> owner(static_cast<Attempt*>(attempt));
+  std::shared_ptr<GrpcReadPump> self(owner, attempt);
+  attempt->weak_self_ = self;
+  attempt->self_ = std::move(self);
+  if (configure) configure(attempt->context_, info);
+  return owner;
 }
 
 void GrpcReadPump::StartReading() {

@@ -155,7 +155,7 @@ bool BidiOutbox::Admit(const AckMatch& match, Deferred& later) {
 
 std::shared_ptr<BidiOutbox::Writes> BidiOutbox::Attach(
     const std::shared_ptr<BidiOutbox>& box, std::uint64_t order,
-    std::vector<Message> opens) {
+    const std::vector<Message>& opens) {
   std::uint64_t token = 0;
   {
     MutexLock lock(&box->mu_);
@@ -167,7 +167,7 @@ std::shared_ptr<BidiOutbox::Writes> BidiOutbox::Attach(
       box->writer_wake_ = nullptr;
     }
   }
-  return std::make_shared<Writes>(box, token, std::move(opens));
+  return std::make_shared<Writes>(box, token, opens);
 }
 
 bool BidiOutbox::TakerRunningLocked(const Entry& e) {

@@ -1,7 +1,9 @@
 // Copyright 2026 The tether Authors. Licensed under the Apache License 2.0.
 #include "tether/internal/bidi_parts.h"
 
+#include <cstddef>
 #include <utility>
+#include <vector>
 
 namespace tether {
 namespace internal {
@@ -10,6 +12,19 @@ void* BidiOpen::NewCopy(const BidiOpen& open) { return new BidiOpen(open); }
 
 void BidiOpen::Delete(void* open) { delete static_cast<BidiOpen*>(open); }
 
+BidiOpen::BidiOpen() = default;
+BidiOpen::BidiOpen(const BidiOpen&) = default;
+BidiOpen::~BidiOpen() = default;
+
+void BidiOpen::SetOpens(void* first, std::size_t count, std::size_t size,
+                        BidiOutbox::Message (*share)(void* request)) {
+  opens.clear();
+  opens.reserve(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    opens.push_back(share(static_cast<unsigned char*>(first) + i * size));
+  }
+}
+
 std::shared_ptr<BidiOutbox> NewBidiOutbox(
     std::size_t max, BidiOutbox::AckFn acknowledges,
     std::shared_ptr<StreamObserver> observer) {
@@ -17,11 +32,15 @@ std::shared_ptr<BidiOutbox> NewBidiOutbox(
                                       std::move(observer));
 }
 
-absl::StatusOr<std::shared_ptr<StreamCore>> CreateBidiCore(
-    std::shared_ptr<ConnectionSource> source, std::shared_ptr<BidiOutbox> box,
-    std::unique_ptr<StreamParts> parts, StreamHooks hooks,
-    ReconnectingStreamOptions options,
+absl::StatusOr<std::shared_ptr<StreamCore>> StartBidiStream(
+    const Target& target, SpecFacts& facts, std::shared_ptr<BidiOutbox> box,
+    StreamParts* parts, ReconnectingStreamOptions& options,
     Function<void(const absl::Status&)> on_done) {
+  std::unique_ptr<StreamParts> owned(parts);
+  StreamHooks hooks;
+  absl::Status s = TakeSpec(target, facts, *owned, options,
+                            static_cast<bool>(on_done), hooks);
+  if (!s.ok()) return s;
   hooks.resume = true;
   hooks.resume_always = true;
   hooks.resume_name = "open_requests";
@@ -30,13 +49,14 @@ absl::StatusOr<std::shared_ptr<StreamCore>> CreateBidiCore(
   };
   if (box->acknowledged()) hooks.MutableRare().acks = box;
   absl::StatusOr<std::shared_ptr<StreamCore>> core =
-      StreamCore::Create(std::move(source), std::move(parts), std::move(hooks),
+      StreamCore::Create(target.source(), std::move(owned), std::move(hooks),
                          std::move(options), std::move(on_done));
   if (!core.ok()) return core.status();
   std::weak_ptr<StreamCore> weak_core = *core;
   box->SetCallout([weak_core](const std::function<void()>& f) {
     if (auto c = weak_core.lock()) c->Callout(f);
   });
+  (*core)->StartFirst();
   return core;
 }
 

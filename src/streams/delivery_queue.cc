@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "tether/internal/message_store.h"
 #include "tether/observer.h"
 
 namespace tether {

@@ -5,6 +5,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "tether/internal/message_store.h"
 
 namespace tether {
 namespace internal {
@@ -96,22 +97,43 @@ absl::Status CheckServerResumeFields(const PositionFields& spec,
   return absl::OkStatus();
 }
 
-absl::Status TakeUntypedFields(
-    const PositionFields& f, const ServerResumeFields* server_resume,
-    const absl::optional<std::uint64_t>& initial, const char* what,
-    const char* initial_field, absl::optional<std::string>& initial_cursor,
-    Function<bool(const absl::Status&)>& resync_on_end,
-    Function<void(ResyncDone)>& resync, StreamHooks& hooks) {
-  absl::Status s = CheckPositionFields(f, what);
-  if (s.ok() && server_resume != nullptr) {
-    s = CheckServerResumeFields(f, server_resume->resume_after,
-                                server_resume->resume_from_cursor, what);
+absl::Status TakeSpec(const Target& target, SpecFacts& facts,
+                      StreamParts& parts,
+                      const ReconnectingStreamOptions& options, bool on_done,
+                      StreamHooks& hooks) {
+  if (facts.callbacks && (!parts.store()->has_on_message() || !on_done)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        facts.stream, "::Start needs both on_message and on_done"));
+  }
+  absl::Status s = Validate(options);
+  if (!s.ok()) return s;
+  if (!target.source()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(facts.stream, " needs a target"));
+  }
+  if (!facts.start) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        facts.spec, ".start is empty (and no attempt_factory was given)"));
+  }
+  if (!facts.server && !facts.open_requests) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        facts.spec,
+        ".open_requests is empty: an attempt would not know what to write "
+        "first (return an empty vector for nothing)"));
+  }
+  const PositionFields& f = facts.fields;
+  s = CheckPositionFields(f, facts.spec);
+  if (s.ok() && facts.server) {
+    s = CheckServerResumeFields(f, facts.server_resume.resume_after,
+                                facts.server_resume.resume_from_cursor,
+                                facts.spec);
   }
   if (s.ok()) {
-    s = CheckInitialPosition(f, initial.has_value(), what, initial_field);
+    s = CheckInitialPosition(f, facts.initial.has_value(), facts.spec,
+                             facts.initial_field);
   }
   if (!s.ok()) return s;
-  hooks.initial_position = initial;
+  hooks.initial_position = facts.initial;
   if (f.sequence_of) {
     hooks.position_name = "sequence_of";
     hooks.position_of = true;
@@ -128,11 +150,29 @@ absl::Status TakeUntypedFields(
     rare.resync_on_message = f.resync_on_message;
     rare.drain_notice = f.is_drain_notice;
     rare.deliver_drain_notice = f.deliver_drain_notice;
-    rare.initial_cursor = std::move(initial_cursor);
-    rare.resync_on_end = std::move(resync_on_end);
-    rare.resync = std::move(resync);
+    rare.initial_cursor = std::move(*facts.initial_cursor);
+    rare.resync_on_end = std::move(*facts.resync_on_end);
+    rare.resync = std::move(*facts.resync);
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<StreamCore>> StartServerStream(
+    const Target& target, SpecFacts& facts, StreamParts* parts,
+    ReconnectingStreamOptions& options,
+    Function<void(const absl::Status&)> on_done) {
+  std::unique_ptr<StreamParts> owned(parts);
+  StreamHooks hooks;
+  absl::Status s = TakeSpec(target, facts, *owned, options,
+                            static_cast<bool>(on_done), hooks);
+  if (!s.ok()) return s;
+  hooks.resume = facts.server_resume.resume_after ||
+                 facts.server_resume.resume_from_cursor;
+  absl::StatusOr<std::shared_ptr<StreamCore>> core =
+      StreamCore::Create(target.source(), std::move(owned), std::move(hooks),
+                         std::move(options), std::move(on_done));
+  if (core.ok()) (*core)->StartFirst();
+  return core;
 }
 
 }  // namespace internal

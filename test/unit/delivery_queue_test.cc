@@ -2,6 +2,7 @@
 // DeliveryQueue on its own, on one thread: order, flow control, the end
 // last and once, callouts, exceptions, the reader mode.
 #include "tether/internal/delivery_queue.h"
+#include "tether/internal/message_store.h"
 
 #include <stdexcept>
 #include <string>

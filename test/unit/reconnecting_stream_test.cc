@@ -329,6 +329,45 @@ TEST_F(StreamTest, InvalidOptionsAreRejectedBeforeAnythingStarts) {
   EXPECT_EQ(transport_->attempt_count(), 0u);
 }
 
+TEST_F(StreamTest, StartChecksItsArgumentsInOrderAndKeepsNothingWhenOneFails) {
+  // Each check names what is wrong; the first failing one wins: the
+  // callbacks, then the options, then the target, then the spec.
+  ReconnectingStreamOptions bad = options_;
+  bad.max_attempts_without_progress = 0;
+  auto s = Stream::Start(source_, Spec(), bad, [](Resp&&) {}, nullptr);
+  EXPECT_THAT(std::string(s.status().message()),
+              HasSubstr("ReconnectingStream::Start needs both on_message"));
+  s = Stream::Start(
+      std::shared_ptr<ConnectionSource>(), Spec(), bad, [](Resp&&) {},
+      [](const absl::Status&) {});
+  EXPECT_THAT(std::string(s.status().message()),
+              HasSubstr("max_attempts_without_progress"));
+  Stream::Spec no_start = Spec();
+  no_start.attempt_factory = nullptr;
+  s = Stream::Start(
+      std::shared_ptr<ConnectionSource>(), no_start, options_, [](Resp&&) {},
+      [](const absl::Status&) {});
+  EXPECT_THAT(std::string(s.status().message()),
+              HasSubstr("ReconnectingStream needs a target"));
+  // `Open` needs no callbacks; its spec is still checked.
+  s = Stream::Open(source_, no_start, options_);
+  EXPECT_THAT(std::string(s.status().message()),
+              HasSubstr("StreamSpec.start is empty"));
+
+  // What the spec held, moved into the stream's parts before a check
+  // failed, is released with them.
+  auto held = std::make_shared<int>(0);
+  Stream::Spec spec = Spec();
+  spec.resume_after = [held](Req&, std::uint64_t) {};
+  spec.resync = [held](ResyncDone) {};  // resync without a trigger: invalid
+  s = Stream::Start(
+      source_, std::move(spec), options_, [held](Resp&&) {},
+      [held](const absl::Status&) {});
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(held.use_count(), 1);
+  EXPECT_EQ(transport_->attempt_count(), 0u);
+}
+
 TEST_F(StreamTest, MessageWithoutSequenceEndsWithClearError) {
   transport_->Expect({{M(1), M(0), M(2)}, {}, {}});
   auto stream = StartStream();

@@ -135,12 +135,12 @@ class BidiOutbox final : public AckLedger {
     bool attached_ = true;  // in the outbox's `open_` (until closed)
   };
 
-  // A new attempt writes `opens`; it becomes the writer (then writes every
-  // entry) unless an attempt started after it (a greater `order`) attached
-  // first.
+  // A new attempt writes (a copy of) `opens`; it becomes the writer (then
+  // writes every entry) unless an attempt started after it (a greater
+  // `order`) attached first.
   static std::shared_ptr<Writes> Attach(const std::shared_ptr<BidiOutbox>& box,
                                         std::uint64_t order,
-                                        std::vector<Message> opens);
+                                        const std::vector<Message>& opens);
 
  private:
   struct Entry {

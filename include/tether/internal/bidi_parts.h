@@ -17,6 +17,7 @@
 #include "tether/internal/bidi_outbox.h"
 #include "tether/internal/grpc_bidi_attempt.h"
 #include "tether/internal/grpc_call_context.h"
+#include "tether/internal/spec_hooks.h"
 #include "tether/internal/stream_core.h"
 #include "tether/stream_options.h"
 #include "tether/transport.h"
@@ -36,20 +37,26 @@ struct BidiOpen {
   ResumeState state;
   std::vector<BidiOutbox::Message> opens;
 
+  // Out of line (bidi_parts.cc), like everything that does not name the
+  // message types.
+  BidiOpen();
+  BidiOpen(const BidiOpen&);
+  ~BidiOpen();
   // `StreamParts::NewRequestCopy` and `request_deleter` for a `BidiOpen`.
   static void* NewCopy(const BidiOpen& open);
   static void Delete(void* open);
+  // Sets `opens` to the `count` requests from `first` on (each `size`
+  // bytes, in an array), each made opaque by `share`.
+  void SetOpens(void* first, std::size_t count, std::size_t size,
+                BidiOutbox::Message (*share)(void* request));
 };
 
-// The requests of the app's `open_requests`, made opaque.
+// One request of the app's `open_requests` (a Request, moved from), made
+// opaque.
 template <class Request>
-std::vector<BidiOutbox::Message> OpaqueRequests(std::vector<Request> typed) {
-  std::vector<BidiOutbox::Message> opens;
-  opens.reserve(typed.size());
-  for (Request& r : typed) {
-    opens.push_back(std::make_shared<const Request>(std::move(r)));
-  }
-  return opens;
+BidiOutbox::Message ShareRequest(void* request) {
+  return std::make_shared<const Request>(
+      std::move(*static_cast<Request*>(request)));
 }
 
 // The app's `acknowledges` on opaque messages (empty stays empty).
@@ -95,7 +102,9 @@ class BidiStreamParts final : public ResponseParts<Response> {
   void Resume(void* request, const ResumeState& state) const override {
     BidiOpen& open = *static_cast<BidiOpen*>(request);
     open.state = state;
-    open.opens = OpaqueRequests(open_requests_(state));
+    std::vector<Request> typed = open_requests_(state);
+    open.SetOpens(typed.data(), typed.size(), sizeof(Request),
+                  &ShareRequest<Request>);
   }
   std::shared_ptr<Attempt> StartAttempt(const ConnectionPick& connection,
                                         const AttemptInfo& info,
@@ -129,14 +138,16 @@ std::shared_ptr<BidiOutbox> NewBidiOutbox(
     std::size_t max, BidiOutbox::AckFn acknowledges,
     std::shared_ptr<StreamObserver> observer);
 
-// Creates a bidi stream's core around `box`: each attempt resumes through
+// Checks what `Start` or `Open` was given (`TakeSpec`), then creates a bidi
+// stream's core around `box` and `parts` (owned from here on, also when
+// this fails) and starts its first attempt: each attempt resumes through
 // the open requests, the end closes the outbox, acknowledgements (when the
-// app gave them) go through the outbox, and the outbox's calls to the app go
-// through the core's gate. Starts nothing: call `StartFirst`.
-absl::StatusOr<std::shared_ptr<StreamCore>> CreateBidiCore(
-    std::shared_ptr<ConnectionSource> source, std::shared_ptr<BidiOutbox> box,
-    std::unique_ptr<StreamParts> parts, StreamHooks hooks,
-    ReconnectingStreamOptions options,
+// app gave them) go through the outbox, and the outbox's calls to the app
+// go through the core's gate. INVALID_ARGUMENT naming what is wrong (then
+// nothing starts).
+absl::StatusOr<std::shared_ptr<StreamCore>> StartBidiStream(
+    const Target& target, SpecFacts& facts, std::shared_ptr<BidiOutbox> box,
+    StreamParts* parts, ReconnectingStreamOptions& options,
     Function<void(const absl::Status&)> on_done);
 
 }  // namespace internal

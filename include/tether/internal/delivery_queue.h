@@ -16,7 +16,6 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "tether/function.h"
-#include "tether/internal/compact_fifo.h"
 #include "tether/internal/mutex.h"
 
 namespace tether {
@@ -57,34 +56,7 @@ class DeliveryQueueOwner {
   ~DeliveryQueueOwner() = default;
 };
 
-class DeliveryQueue;
-
-// The typed half of a delivery queue: the messages read ahead (of the one
-// type the queue never names) and the app's `on_message`. The queue keeps
-// everything else (locks, the end, observer calls) in compiled code; a user
-// translation unit instantiates only `TypedMessageStore<T>` (for
-// compile time).
-//
-// The queue calls every method with its lock held; `DeliverFront` releases
-// it. Messages pass as `void*` pointing at a `T`.
-class MessageStore {
- public:
-  virtual ~MessageStore() = default;
-  virtual bool empty() const = 0;
-  virtual std::size_t size() const = 0;
-  // Moves `*message` (a T) to the back.
-  virtual void Push(void* message) = 0;
-  // Reader mode: moves the oldest message into `*out` (a T).
-  virtual void PopInto(void* out) = 0;
-  virtual void Clear() = 0;
-  // Whether the app gave `on_message` (callback mode).
-  virtual bool has_on_message() const = 0;
-  // Callback mode: takes the oldest message, calls
-  // `queue.ReleaseForDelivery()` (which drops the queue's lock), then hands
-  // the message to `on_message` inside a `CalloutScope` of `queue`. Returns
-  // what `on_message` threw, as `CallbackThrew` names it; OK otherwise.
-  virtual absl::Status DeliverFront(DeliveryQueue& queue) = 0;
-};
+class MessageStore;  // message_store.h
 
 // The application side of one stream: a bounded queue of messages read ahead,
 // the final status, and the rule that user code runs on one thread at a time
@@ -111,7 +83,7 @@ class MessageStore {
 // only this queue's lock and call nothing. Everything else must be called
 // with no lock held. The queue calls its owner with no lock.
 //
-// Not a template: the messages live in a `MessageStore`.
+// Not a template: the messages live in a `MessageStore` (message_store.h).
 class DeliveryQueue {
  public:
   using DoneFn = Function<void(const absl::Status&)>;
@@ -213,47 +185,6 @@ class DeliveryQueue {
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   bool detached_ ABSL_GUARDED_BY(mu_) = false;
   bool delivering_ ABSL_GUARDED_BY(mu_) = false;
-};
-
-// The messages of type `T` and the app's `on_message` (empty in reader
-// mode). Lives as long as its queue; every method runs under the queue's
-// lock (see `MessageStore`).
-template <class T>
-class TypedMessageStore : public MessageStore {
- public:
-  using MessageFn = Function<void(T&&)>;
-
-  explicit TypedMessageStore(MessageFn on_message)
-      : on_message_(std::move(on_message)) {}
-
-  bool empty() const final { return items_.empty(); }
-  std::size_t size() const final { return items_.size(); }
-  void Push(void* message) final {
-    items_.push_back(std::move(*static_cast<T*>(message)));
-  }
-  void PopInto(void* out) final {
-    *static_cast<T*>(out) = std::move(items_.front());
-    items_.pop_front();
-  }
-  void Clear() final { items_.clear(); }
-  bool has_on_message() const final { return static_cast<bool>(on_message_); }
-  absl::Status DeliverFront(DeliveryQueue& queue) final
-      ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    T message = std::move(items_.front());
-    items_.pop_front();
-    queue.ReleaseForDelivery();
-    CalloutScope scope(&queue);
-    try {
-      on_message_(std::move(message));
-    } catch (...) {
-      return CallbackThrew("on_message", std::current_exception());
-    }
-    return absl::OkStatus();
-  }
-
- private:
-  const MessageFn on_message_;
-  CompactFifo<T> items_;
 };
 
 }  // namespace internal

@@ -39,9 +39,8 @@ class GrpcBidiWritePump : public GrpcReadPump {
   ~GrpcBidiWritePump() override;
 
   // After the generated method was called with this reactor: takes the
-  // write hold, starts reading and writing, then the call (`self` is this
-  // attempt).
-  void StartPumps(const std::shared_ptr<GrpcBidiWritePump>& self);
+  // write hold, starts reading and writing, then the call.
+  void StartPumps();
 
   // The reactor's `OnWriteDone` and `OnWritesDoneDone`.
   void WriteDone(bool ok);
@@ -90,12 +89,11 @@ class GrpcBidiAttempt final
       const StartFn& start, const ConfigureAttemptFn& configure,
       const ConnectionPick& connection, const AttemptInfo& info,
       std::shared_ptr<BidiOutbox::Writes> writes, AttemptSink sink) {
-    std::shared_ptr<GrpcBidiAttempt> self(
-        new GrpcBidiAttempt(std::move(writes), std::move(sink)));
-    self->Begin(self, configure, info);
-    start(connection.channel, &self->context_, self.get());
-    self->StartPumps(self);
-    return self;
+    auto* self = new GrpcBidiAttempt(std::move(writes), std::move(sink));
+    std::shared_ptr<Attempt> attempt = Begin(self, configure, info);
+    start(connection.channel, &self->context_, self);
+    self->StartPumps();
+    return attempt;
   }
 
   void OnReadDone(bool ok) override { ReadDone(ok, &response_); }

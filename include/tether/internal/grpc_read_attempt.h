@@ -36,13 +36,12 @@ class GrpcReadAttempt final : public GrpcReadPump,
                                       const AttemptInfo& info,
                                       const Request& request,
                                       AttemptSink sink) {
-    std::shared_ptr<GrpcReadAttempt> self(
-        new GrpcReadAttempt(request, std::move(sink)));
-    self->Begin(self, configure, info);
-    start(connection.channel, &self->context_, &self->request_, self.get());
+    auto* self = new GrpcReadAttempt(request, std::move(sink));
+    std::shared_ptr<Attempt> attempt = Begin(self, configure, info);
+    start(connection.channel, &self->context_, &self->request_, self);
     self->StartReading();
     self->StartCall();
-    return self;
+    return attempt;
   }
 
   void OnReadDone(bool ok) override { ReadDone(ok, &response_); }

@@ -90,10 +90,13 @@ class GrpcReadPump : public Attempt {
   explicit GrpcReadPump(AttemptSink sink);
   ~GrpcReadPump() override;
 
-  // Keeps `self` (this attempt) alive until `OnDone`, then sets up its
-  // context (`configure`, may be empty). Call first.
-  void Begin(std::shared_ptr<GrpcReadPump> self,
-             const ConfigureAttemptFn& configure, const AttemptInfo& info);
+  // Owns `attempt` (just made with `new`) from here on: keeps it alive
+  // until `OnDone`, then sets up its context (`configure`, may be empty).
+  // Returns the stream's reference. Call first. (The shared pointer is made
+  // here, in the library, not in every user translation unit.)
+  static std::shared_ptr<Attempt> Begin(GrpcReadPump* attempt,
+                                        const ConfigureAttemptFn& configure,
+                                        const AttemptInfo& info);
 
   // Takes the read hold and starts the first read. Call before StartCall.
   void StartReading();
@@ -118,6 +121,9 @@ class GrpcReadPump : public Attempt {
   virtual void StartReadCall() = 0;
   virtual void AddReactorHold() = 0;
   virtual void RemoveReactorHold() = 0;
+
+  // This attempt, while someone holds it.
+  const std::weak_ptr<GrpcReadPump>& weak_self() const { return weak_self_; }
 
   grpc::ClientContext context_;
 

@@ -39,11 +39,12 @@ class ServerStreamParts final : public ResponseParts<Response> {
         resume_after_(std::move(spec.resume_after)) {
     if (spec.attempt_factory || spec.configure_attempt ||
         spec.resume_from_cursor) {
-      rare_.reset(new Rare{std::move(spec.attempt_factory),
-                           std::move(spec.configure_attempt),
-                           std::move(spec.resume_from_cursor)});
+      rare_ = new Rare{std::move(spec.attempt_factory),
+                       std::move(spec.configure_attempt),
+                       std::move(spec.resume_from_cursor)};
     }
   }
+  ~ServerStreamParts() override { delete rare_; }
 
   const void* request() const override { return &request_; }
   void* NewRequestCopy() const override { return new Request(request_); }
@@ -73,7 +74,8 @@ class ServerStreamParts final : public ResponseParts<Response> {
   }
 
  private:
-  // Fewer streams set these: behind one pointer (bytes per stream).
+  // Fewer streams set these: behind one pointer (bytes per stream). Owned;
+  // a plain pointer for compile time, as `ResponseFunctions::Rare`.
   struct Rare {
     // The spec's `attempt_factory`, untyped: its typed adapter is compiled
     // only where the app defines it (transport.h).
@@ -85,7 +87,7 @@ class ServerStreamParts final : public ResponseParts<Response> {
   const Request request_;
   const typename GrpcReadAttempt<Request, Response>::StartFn start_;
   const Function<void(Request&, std::uint64_t)> resume_after_;
-  std::unique_ptr<const Rare> rare_;
+  const Rare* rare_ = nullptr;
 };
 
 }  // namespace internal

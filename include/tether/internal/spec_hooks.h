@@ -7,14 +7,18 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/types/optional.h"
 #include "tether/function.h"
 #include "tether/internal/stream_core.h"
 #include "tether/position.h"
+#include "tether/stream_options.h"
 #include "tether/stream_spec_base.h"
+#include "tether/target.h"
 
 namespace tether {
 namespace internal {
@@ -80,32 +84,61 @@ struct ServerResumeFields {
   bool resume_from_cursor = false;
 };
 
-// Checks the fields `f` says a spec sets (and, for a server stream, its
-// resume hooks; for a bidi stream `server_resume` is null) and the position
-// to start after (`initial`, the field named `initial_field`), then fills
-// `hooks`: which fields are set, and those that do not name the message
-// types (`initial_cursor`, `resync_on_end`, `resync`, moved out of the
-// spec). On an error nothing is moved. Compiled in the library.
-absl::Status TakeUntypedFields(
-    const PositionFields& f, const ServerResumeFields* server_resume,
-    const absl::optional<std::uint64_t>& initial, const char* what,
-    const char* initial_field, absl::optional<std::string>& initial_cursor,
-    Function<bool(const absl::Status&)>& resync_on_end,
-    Function<void(ResyncDone)>& resync, StreamHooks& hooks);
+// What a stream's `Make` tells the library about its spec: which fields are
+// set, the names its errors use, and where the untyped fields are that the
+// stream takes once the spec checks. Filled by `SpecFactsOf` and each kind.
+struct SpecFacts {
+  // For error messages: the stream's class ("ReconnectingStream"), its
+  // spec's ("StreamSpec"), and the field of the position to start after.
+  const char* stream = "";
+  const char* spec = "";
+  const char* initial_field = "";
+  // Started with `Start` (needs on_message and on_done), not `Open`.
+  bool callbacks = false;
+  bool start = false;  // `start` or `attempt_factory` set
+  PositionFields fields;
+  // A server stream's resume hooks; a bidi stream (`server` false) resumes
+  // through its open requests, which it must have.
+  bool server = true;
+  ServerResumeFields server_resume;
+  bool open_requests = false;
+  absl::optional<std::uint64_t> initial;
+  // Moved into the stream's hooks once everything checks.
+  absl::optional<std::string>* initial_cursor = nullptr;
+  Function<bool(const absl::Status&)>* resync_on_end = nullptr;
+  Function<void(ResyncDone)>* resync = nullptr;
+};
 
-// `TakeUntypedFields` for `spec`. The typed functions stay in the spec:
-// `ResponseFunctions` takes them. `configure_attempt` stays too: each kind
-// hands it to its own attempts.
+// The facts every spec has (`StreamSpecBase`'s); the kind fills the rest.
 template <class Response>
-absl::Status TakeSharedFields(StreamSpecBase<Response>& spec,
-                              const ServerResumeFields* server_resume,
-                              const absl::optional<std::uint64_t>& initial,
-                              const char* what, const char* initial_field,
-                              StreamHooks& hooks) {
-  return TakeUntypedFields(PositionFieldsOf(spec), server_resume, initial, what,
-                           initial_field, spec.initial_cursor,
-                           spec.resync_on_end, spec.resync, hooks);
+SpecFacts SpecFactsOf(StreamSpecBase<Response>& spec) {
+  SpecFacts facts;
+  facts.fields = PositionFieldsOf(spec);
+  facts.initial_cursor = &spec.initial_cursor;
+  facts.resync_on_end = &spec.resync_on_end;
+  facts.resync = &spec.resync;
+  return facts;
 }
+
+// Checks what `Start` or `Open` was given, in this order: on_message and
+// on_done (with `facts.callbacks`), `options`, `target`, the spec
+// (`facts`). Then fills `hooks`: which fields are set, and the fields that
+// do not name the message types (moved out of the spec). INVALID_ARGUMENT
+// naming what is wrong; then nothing is moved.
+absl::Status TakeSpec(const Target& target, SpecFacts& facts,
+                      StreamParts& parts,
+                      const ReconnectingStreamOptions& options, bool on_done,
+                      StreamHooks& hooks);
+
+// Checks `options`, `target` and the spec (`facts`), then creates a server
+// stream's core around `parts` and starts its first attempt. `parts` is
+// owned from here on, also when this fails. INVALID_ARGUMENT naming what is
+// wrong (then nothing starts). Compiled in the library, so that a user
+// translation unit compiles none of it.
+absl::StatusOr<std::shared_ptr<StreamCore>> StartServerStream(
+    const Target& target, SpecFacts& facts, StreamParts* parts,
+    ReconnectingStreamOptions& options,
+    Function<void(const absl::Status&)> on_done);
 
 }  // namespace internal
 }  // namespace tether

@@ -31,6 +31,7 @@
 #include "tether/internal/ack_ledger.h"
 #include "tether/internal/attempt_sink.h"
 #include "tether/internal/delivery_queue.h"
+#include "tether/internal/message_store.h"
 #include "tether/internal/visibility.h"
 #include "tether/observer.h"
 #include "tether/position.h"
@@ -151,20 +152,25 @@ class StreamParts {
 // is compiled per hook.
 template <class Response>
 struct ResponseFunctions {
-  // Moves the functions out of `spec` (checked by `TakeSharedFields`).
+  // Moves the functions out of `spec` (checked by `TakeSpec`).
   explicit ResponseFunctions(StreamSpecBase<Response>& spec)
       : sequence_of(std::move(spec.sequence_of)) {
     if (spec.position_of || spec.trim_delivered || spec.cursor_of ||
         spec.resync_on_message || spec.is_drain_notice) {
-      rare.reset(
-          new Rare{std::move(spec.position_of), std::move(spec.trim_delivered),
-                   std::move(spec.cursor_of), std::move(spec.resync_on_message),
-                   std::move(spec.is_drain_notice)});
+      rare = new Rare{std::move(spec.position_of),
+                      std::move(spec.trim_delivered), std::move(spec.cursor_of),
+                      std::move(spec.resync_on_message),
+                      std::move(spec.is_drain_notice)};
     }
   }
+  ~ResponseFunctions() { delete rare; }
+  ResponseFunctions(const ResponseFunctions&) = delete;
+  ResponseFunctions& operator=(const ResponseFunctions&) = delete;
 
   Function<absl::optional<std::uint64_t>(const Response&)> sequence_of;
-  // Fewer streams set these: behind one pointer (bytes per stream).
+  // Fewer streams set these: behind one pointer (bytes per stream). Owned;
+  // a plain pointer, since a `std::unique_ptr` compiles some twenty
+  // functions into every user translation unit for each response type.
   struct Rare {
     Function<Position(const Response&)> position_of;
     Function<void(Response&, std::uint64_t)> trim_delivered;
@@ -172,7 +178,7 @@ struct ResponseFunctions {
     Function<bool(const Response&)> resync_on_message;
     Function<bool(const Response&)> is_drain_notice;
   };
-  std::unique_ptr<Rare> rare;
+  Rare* rare = nullptr;
 };
 
 template <class T>

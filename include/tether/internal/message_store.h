@@ -9,6 +9,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "tether/function.h"
 
@@ -89,7 +90,8 @@ class MessageStore {
   // `queue.ReleaseForDelivery()` (which drops the queue's lock), then hands
   // the message to `on_message` inside a `CalloutScope` of `queue`. Returns
   // what `on_message` threw, as `CallbackThrew` names it; OK otherwise.
-  absl::Status DeliverFront(DeliveryQueue& queue);
+  absl::Status DeliverFront(DeliveryQueue& queue)
+      ABSL_NO_THREAD_SAFETY_ANALYSIS;
 
  private:
   void* At(std::size_t index) const {

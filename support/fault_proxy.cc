@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <cstring>
 #include <deque>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/numbers.h"

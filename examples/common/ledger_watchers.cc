@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <set>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_format.h"

@@ -1,6 +1,7 @@
 // Copyright 2026 The tether Authors. Licensed under the Apache License 2.0.
 #include "examples/etcd/etcd_writer.h"
 
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_format.h"

@@ -126,12 +126,11 @@ class Function<R(Args...)> : private internal::FunctionStorage {
     }
     if constexpr (kInline<D>) {
       ::new (static_cast<void*>(storage_.local)) D(std::forward<F>(f));
-      call_ = reinterpret_cast<ErasedFn>(&CallInline<D>);
     } else {
       storage_.heap = new D(std::forward<F>(f));
-      call_ = reinterpret_cast<ErasedFn>(&CallHeap<D>);
       manage_ = &Manage<D>;
     }
+    call_ = reinterpret_cast<ErasedFn>(&Call<D>);
   }
 
   Function& operator=(std::nullptr_t) noexcept {
@@ -140,7 +139,8 @@ class Function<R(Args...)> : private internal::FunctionStorage {
   }
   template <class F, class = IfCallable<F>>
   Function& operator=(F&& f) {
-    Function(std::forward<F>(f)).swap(*this);
+    Function made(std::forward<F>(f));
+    FunctionStorage::swap(made);
     return *this;
   }
 
@@ -173,24 +173,23 @@ class Function<R(Args...)> : private internal::FunctionStorage {
                                   alignof(D) <= alignof(void*) &&
                                   std::is_trivially_copyable<D>::value;
 
+  // Calls the callable of type `D` in `s` (inline or on the heap): one
+  // function per stored callable.
   template <class D>
-  static R Invoke(D& f, Args&&... args) {
-    if constexpr (std::is_member_pointer<D>::value) {
-      return static_cast<R>(std::invoke(f, std::forward<Args>(args)...));
-    } else if constexpr (std::is_void<R>::value) {
-      f(std::forward<Args>(args)...);
+  static R Call(Storage& s, Args&&... args) {
+    D* f;
+    if constexpr (kInline<D>) {
+      f = std::launder(reinterpret_cast<D*>(s.local));
     } else {
-      return f(std::forward<Args>(args)...);
+      f = static_cast<D*>(s.heap);
     }
-  }
-  template <class D>
-  static R CallInline(Storage& s, Args&&... args) {
-    return Invoke(*std::launder(reinterpret_cast<D*>(s.local)),
-                  std::forward<Args>(args)...);
-  }
-  template <class D>
-  static R CallHeap(Storage& s, Args&&... args) {
-    return Invoke(*static_cast<D*>(s.heap), std::forward<Args>(args)...);
+    if constexpr (std::is_member_pointer<D>::value) {
+      return static_cast<R>(std::invoke(*f, std::forward<Args>(args)...));
+    } else if constexpr (std::is_void<R>::value) {
+      (*f)(std::forward<Args>(args)...);
+    } else {
+      return (*f)(std::forward<Args>(args)...);
+    }
   }
   template <class D>
   static void* Manage(void* f, bool destroy) {

@@ -3,6 +3,7 @@
 // clock (the shared stream fixture). Nothing here opens a socket or sleeps.
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gmock/gmock.h"

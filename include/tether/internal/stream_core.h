@@ -30,7 +30,6 @@
 #include "tether/function.h"
 #include "tether/internal/ack_ledger.h"
 #include "tether/internal/attempt_sink.h"
-#include "tether/internal/delivery_queue.h"
 #include "tether/internal/message_store.h"
 #include "tether/internal/visibility.h"
 #include "tether/observer.h"

@@ -22,8 +22,7 @@ class DeliveryQueue;
 // four functions. `MessageTypeOf<T>()` writes them; they are all a user
 // translation unit compiles for a stream's read-ahead queue.
 struct MessageType {
-  std::size_t size;
-  std::size_t align;
+  std::size_t size;  // alignment at most std::max_align_t's (checked)
   // Constructs a message at `to` from `*from`, which is moved from.
   void (*move_construct)(void* to, void* from);
   // Assigns `*from` (moved from) to the message at `to`.
@@ -46,9 +45,8 @@ struct MessageTypeFunctions {
     (*static_cast<const Function<void(T&&)>*>(on_message))(
         std::move(*static_cast<T*>(message)));
   }
-  static constexpr MessageType kType{sizeof(T),     alignof(T),
-                                     &MoveConstruct, &MoveAssign,
-                                     &Destroy,       &Deliver};
+  static constexpr MessageType kType{sizeof(T), &MoveConstruct, &MoveAssign,
+                                     &Destroy, &Deliver};
 };
 
 template <class T>

@@ -239,7 +239,7 @@ void RaiseFdLimit() {
 // What one rollout measured (see the file comment).
 struct Rollout {
   bool ok = false;           // every stream delivered, then moved to "b"
-  double raw_ms = -1;        // raw gRPC: first call -> the last one's first event
+  double raw_ms = -1;        // raw calls: first -> the last one's first event
   double cold_ms = -1;       // first Start -> the last stream's first event
   double migration_ms = -1;  // Shutdown -> the last stream's first "b" event
   double p50_ms = 0;         // per stream, Shutdown -> first "b" event
@@ -262,7 +262,8 @@ struct Rollout {
 double RawOpenMs(const std::string& target, int n, ex::LedgerReplica& replica,
                  absl::Duration timeout) {
   grpc::ChannelArguments args;
-  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);  // a connection of its own
+  // A connection of its own, not one shared with the pool's.
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   auto channel = grpc::CreateCustomChannel(
       target, grpc::InsecureChannelCredentials(), args);
   auto stub = lv1::Ledger::NewStub(channel);

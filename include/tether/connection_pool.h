@@ -154,9 +154,12 @@ struct ConnectionPoolOptions {
   // `max_connections`, so that a GOAWAY or a drain finds a READY connection
   // already there and the streams move without a connect on their critical
   // path. Picks spread over all usable connections (fewest picks first), so
-  // a standby usually carries part of the streams too; when one drains, the
-  // others take its streams at once and a new spare is opened in the
-  // background (on the probe schedule). A group without picks keeps no
+  // a standby usually carries part of the streams too; when one drains (or
+  // turns suspect), the others take its streams at once and a new spare is
+  // opened in the background, 20 ms later at the earliest (so that its
+  // connect does not compete with the moves for the client's cores; at
+  // once when no usable connection is left) and on the probe schedule.
+  // A group without picks keeps no
   // spares: idle ones are closed after `idle_timeout` as usual, and a spare
   // is never closed for idleness while its group has picks. Behind a VIP a
   // spare likely reaches another backend; with `addresses` it is a second

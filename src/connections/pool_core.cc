@@ -60,6 +60,14 @@ constexpr double kProbeMultiplier = 1.6;
 constexpr double kProbeJitter = 0.2;
 // Bounds the exponent; 1.6^40 is far past any max_backoff / initial ratio.
 constexpr int kMaxProbeExponent = 40;
+// How long a connection that only restores the standby count waits after a
+// drain (see DeferRefillLocked). The streams leaving a connection start
+// their moves within a few milliseconds (64 streams: about 10 ms at p99 on
+// 2 cores); a connect begun at the same moment competes with them for the
+// client's cores (TCP and HTTP/2 handshakes, TLS): with one standby, moves
+// measured from the notice take 1.0-1.1x raw gRPC starting the same calls
+// with the refill deferred, 1.3-2.0x without (docs/performance.md).
+constexpr absl::Duration kStandbyRefillDelay = absl::Milliseconds(20);
 // kDetect: an endpoint balances each call once this many escape connections
 // (see Conn::escape_at) were refused calls within one probation, or one was
 // while streams ran on through the endpoint's older connections. One alone
@@ -280,23 +288,50 @@ void PoolCore::ReplaceIfNeededLocked(std::uint64_t group, Deferred& later) {
     return;
   }
   Group& g = found->second;
+  absl::Time due;
   for (;;) {
     if (GroupCountLocked(group, /*live_only=*/true) >=
             WantedLiveLocked(group) ||
         GroupCountLocked(group, /*live_only=*/false) >= cap) {
       return;
     }
-    if (clock_->Now() < g.next_open) break;
+    due = g.next_open;
+    if (g.refill_at > due && OnlySparesMissingLocked(group)) {
+      due = g.refill_at;
+    }
+    if (clock_->Now() < due) break;
     OpenLocked(group, later);  // then more, for missing standbys
   }
   const absl::Time now = clock_->Now();
-  if (g.probe_timer != 0) return;  // already waiting for next_open
+  if (g.probe_timer != 0) {
+    if (g.probe_due <= due) return;  // already waiting, long enough
+    clock_->Cancel(g.probe_timer);   // the spares are needed sooner now
+  }
   auto cell = std::make_shared<Clock::TimerId>(0);
   std::weak_ptr<PoolCore> weak = weak_from_this();
-  g.probe_timer = clock_->RunAfter(g.next_open - now, [weak, group, cell] {
+  g.probe_timer = clock_->RunAfter(due - now, [weak, group, cell] {
     if (auto self = weak.lock()) self->OnProbeTimer(group, cell);
   });
+  g.probe_due = due;
   *cell = g.probe_timer;
+}
+
+void PoolCore::DeferRefillLocked(std::uint64_t group) {
+  auto found = groups_.find(group);
+  if (found == groups_.end()) return;
+  found->second.refill_at = clock_->Now() + kStandbyRefillDelay;
+}
+
+bool PoolCore::OnlySparesMissingLocked(std::uint64_t group) const {
+  std::size_t usable = 0;
+  for (const auto& entry : conns_) {
+    if (entry.second.group == group && UsableLocked(entry.second)) ++usable;
+  }
+  if (usable == 0) return false;
+  if (options_.max_streams_per_connection <= 0) return true;
+  const auto per =
+      static_cast<std::size_t>(options_.max_streams_per_connection);
+  return usable >= GroupPicksLocked(group) / per + 1;
 }
 
 void PoolCore::OnProbeTimer(std::uint64_t group,
@@ -592,8 +627,8 @@ absl::StatusOr<ConnectionPick> PoolCore::Pick(
         absl::Time due = absl::InfiniteFuture();
         std::string address;
         for (const auto& [gid, g] : groups_) {
-          if (g.probe_timer != 0 && g.next_open < due) {
-            due = g.next_open;
+          if (g.probe_timer != 0 && g.probe_due < due) {
+            due = g.probe_due;
             address = g.endpoint.address;
           }
         }
@@ -787,6 +822,7 @@ void PoolCore::MarkSuspectLocked(Conn& c, const absl::Status& status,
   RefreshLocked(later);
   const std::uint64_t group = c.group;
   MaybeRetireOrArmLocked(c, later);  // may erase c
+  DeferRefillLocked(group);
   ReplaceIfNeededLocked(group, later);
 }
 
@@ -1026,6 +1062,7 @@ void PoolCore::MarkDrainingLocked(Conn& c, std::string why, Deferred& later) {
   // burst of listeners that re-pick all land on it.
   const std::uint64_t group = c.group;
   MaybeRetireOrArmLocked(c, later);  // may erase c
+  DeferRefillLocked(group);
   ReplaceIfNeededLocked(group, later);
   // The flap rule: a missing endpoint whose connection drains is gone.
   auto found = groups_.find(group);

@@ -262,7 +262,11 @@ class PoolCore final : public ConnectionSource,
     int opens_since_stable = 0;
     // No open before this.
     absl::Time next_open = absl::InfinitePast();
+    // No open that only restores the standby count before this (see
+    // DeferRefillLocked).
+    absl::Time refill_at = absl::InfinitePast();
     Clock::TimerId probe_timer = 0;
+    absl::Time probe_due = absl::InfinitePast();  // when probe_timer fires
     // Whether the group had a usable connection at the last sweep.
     bool available = false;
     // It balances each call (EndpointBalancing::kPerCall, set or learned):
@@ -290,6 +294,18 @@ class PoolCore final : public ConnectionSource,
   // Opens a replacement when `group` has no live connection left and is
   // under the cap: now if its probe schedule allows, else from a timer.
   void ReplaceIfNeededLocked(std::uint64_t group, Deferred& later)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A connection of `group` stops taking picks (drain, suspect) while the
+  // group may still have a usable one: the opens that only restore its
+  // standby count wait `kStandbyRefillDelay`, so that their connects (on the
+  // client's own cores) do not slow the streams moving to the usable
+  // connections now. An open the streams need is never deferred.
+  void DeferRefillLocked(std::uint64_t group)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether the group's missing connections are spares only: it has a
+  // usable connection, and (with `max_streams_per_connection`) room for its
+  // picks on its usable ones.
+  bool OnlySparesMissingLocked(std::uint64_t group) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnProbeTimer(std::uint64_t group,
                     const std::shared_ptr<Clock::TimerId>& cell);

@@ -58,6 +58,7 @@ class ConnLog final : public ConnectionObserver {
   void OnConnectionOpened(std::uint64_t id, absl::string_view) override {
     std::lock_guard<std::mutex> lock(mu_);
     opened_.insert(id);
+    opened_at_[id] = absl::Now();
   }
   void OnConnectionReady(std::uint64_t id) override {
     std::lock_guard<std::mutex> lock(mu_);
@@ -71,6 +72,12 @@ class ConnLog final : public ConnectionObserver {
   std::set<std::uint64_t> ready() const {
     std::lock_guard<std::mutex> lock(mu_);
     return ready_;
+  }
+  // When the pool told of connection `id`'s opening (InfiniteFuture: not).
+  absl::Time OpenedAt(std::uint64_t id) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = opened_at_.find(id);
+    return it == opened_at_.end() ? absl::InfiniteFuture() : it->second;
   }
   void OnConnectionDraining(std::uint64_t id, absl::string_view why) override {
     std::lock_guard<std::mutex> lock(mu_);
@@ -106,6 +113,7 @@ class ConnLog final : public ConnectionObserver {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::set<std::uint64_t> opened_;
+  std::map<std::uint64_t, absl::Time> opened_at_;
   std::set<std::uint64_t> ready_;
   std::map<std::uint64_t, std::string> draining_;
   std::set<std::uint64_t> suspect_;
@@ -344,7 +352,8 @@ TEST_F(DrainRollout, StreamsOfAStoppedAddressSpreadOverTheOthers) {
 // 5. A standby connection: the pool keeps a second READY
 // connection (here to B) while streams run on A's; A's GOAWAY moves every
 // stream onto it, with no connect on the critical path, and the pool then
-// opens a new spare in the background.
+// opens a new spare in the background, no sooner than 20 ms after the
+// drain (its connect does not compete with the moves).
 TEST_F(DrainRollout, GoawayMovesStreamsOntoTheReadyStandbyConnection) {
   a_ = StartServer("A");
   b_ = StartServer("B");
@@ -365,8 +374,12 @@ TEST_F(DrainRollout, GoawayMovesStreamsOntoTheReadyStandbyConnection) {
   Streams& s = *streams_;
   s.StartAll(pool_);
   ASSERT_TRUE(conns->WaitForReady(2, kWait));  // the spare, 2 -> B
-  ASSERT_TRUE(
-      s.fleet.WaitAll([](const Delivered& d) { return d.count >= 3; }, kWait));
+  // 100 events at the server's 5 ms tick: both connections have been usable
+  // for longer than `probe_max_backoff` (300 ms), so the pool counts them
+  // stable and would open a replacement at once; only the refill delay
+  // holds it back.
+  ASSERT_TRUE(s.fleet.WaitAll([](const Delivered& d) { return d.count >= 100; },
+                              kWait));
   const std::set<std::uint64_t> before = conns->ready();
   EXPECT_EQ(before, (std::set<std::uint64_t>{1, 2}));
   std::vector<int> on_a;
@@ -377,7 +390,8 @@ TEST_F(DrainRollout, GoawayMovesStreamsOntoTheReadyStandbyConnection) {
   ASSERT_FALSE(on_a.empty());
   const std::int64_t watches_on_a = a_->stats().watches_started;
 
-  a_->ShutdownAsync(absl::Seconds(5));  // GOAWAY on connection 1
+  const absl::Time shutdown_at = absl::Now();  // before the pool's mark
+  a_->ShutdownAsync(absl::Seconds(5));         // GOAWAY on connection 1
   ASSERT_TRUE(s.fleet.WaitAll(
       [](const Delivered& d) { return d.From("B") >= 3; }, kWait));
   ASSERT_TRUE(a_->WaitForStopped(kWait));
@@ -399,6 +413,7 @@ TEST_F(DrainRollout, GoawayMovesStreamsOntoTheReadyStandbyConnection) {
   // The pool replaces the spare in the background: two READY again.
   ASSERT_TRUE(conns->WaitForReady(3, kWait));
   EXPECT_TRUE(conns->opened().count(3));
+  EXPECT_GE(conns->OpenedAt(3) - shutdown_at, absl::Milliseconds(20));
   EXPECT_LE(pool_->Stats().open, 3u);
   StopStreamsAndWaitForPool(s, pool_, pool_gone());
 }

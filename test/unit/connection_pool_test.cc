@@ -1512,11 +1512,51 @@ TEST_F(PoolStandbyTest, GoawayMovesToTheReadySpareWithoutAConnect) {
   EXPECT_THAT(moved_to_ready, ::testing::Each(true));
   EXPECT_EQ(moved_to.size(), 8u);
   for (auto& l : ls) EXPECT_EQ(l->calls().size(), 1u);
-  // A new spare is opened in the background, once.
-  EXPECT_EQ(driver_.opened(), 3u);
   EXPECT_FALSE(core_->IsOpen(1));
+  // A new spare is opened in the background, once, 20 ms after the drain:
+  // its connect does not compete with the moves for the client's cores.
+  EXPECT_EQ(driver_.opened(), 2u);
+  clock_->AdvanceBy(absl::Milliseconds(19));
+  EXPECT_EQ(driver_.opened(), 2u);
+  clock_->AdvanceBy(absl::Milliseconds(1));
+  EXPECT_EQ(driver_.opened(), 3u);
   Serve(3);
   EXPECT_EQ(core_->Stats().ready, 2u);
+  EXPECT_EQ(driver_.opened(), 3u);
+}
+
+TEST_F(PoolStandbyTest, TheLastUsableConnectionDrainingIsReplacedAtOnce) {
+  MakeStandby(1);
+  Serve(1);
+  auto a = std::make_shared<Listener>();
+  auto b = std::make_shared<Listener>();
+  EXPECT_EQ(MustPick(a), 1u);
+  Serve(2);
+  EXPECT_EQ(MustPick(b), 2u);
+  core_->OnLinkState(1, LinkState::kIdle);  // GOAWAY: 2 takes the moves
+  EXPECT_EQ(driver_.opened(), 2u);          // the spare's refill waits
+  clock_->AdvanceBy(absl::Milliseconds(5));
+  // The spare drains too, before the refill: the streams need a
+  // connection now, so the pool opens one without waiting (and, as for a
+  // group with none, its spare with it).
+  core_->OnLinkState(2, LinkState::kIdle);
+  EXPECT_EQ(driver_.opened(), 4u);
+  Serve(3);
+  Serve(4);
+  EXPECT_EQ(MustPick(a), 3u);
+  clock_->AdvanceBy(absl::Seconds(10));
+  EXPECT_EQ(driver_.opened(), 4u);
+}
+
+TEST_F(PoolStandbyTest, ADrainWithoutAUsableSpareOpensItsReplacementAtOnce) {
+  MakeStandby(1);
+  Serve(1);
+  auto a = std::make_shared<Listener>();
+  EXPECT_EQ(MustPick(a), 1u);
+  // The spare is still connecting at the GOAWAY (not usable): waiting
+  // would leave the stream with nowhere to go.
+  clock_->AdvanceBy(absl::Seconds(1));
+  core_->OnLinkState(1, LinkState::kIdle);
   EXPECT_EQ(driver_.opened(), 3u);
 }
 
@@ -1554,8 +1594,9 @@ TEST_F(PoolStandbyTest, SparesRespectTheCap) {
   // One live (2) + one draining (1) = the cap: no new spare.
   EXPECT_EQ(driver_.opened(), 2u);
   EXPECT_EQ(core_->Stats().open, 2u);
-  core_->Release(1, a);  // 1 retires: room for a spare, opened by a pick
+  core_->Release(1, a);  // 1 retires: room for a spare
   EXPECT_EQ(MustPick(a), 2u);
+  clock_->AdvanceBy(absl::Milliseconds(20));  // the refill after a drain
   EXPECT_EQ(driver_.opened(), 3u);
   EXPECT_LE(core_->Stats().open, 2u);
 }

@@ -258,16 +258,17 @@ std::size_t PoolCore::WantedLiveLocked(std::uint64_t group) const {
   if (!GrowsWithPicks()) return 1;
   const std::size_t picks = GroupPicksLocked(group);
   if (picks == 0) return 1;
-  std::size_t wanted =
-      1 + static_cast<std::size_t>(options_.standby_connections);
-  if (options_.max_streams_per_connection > 0) {
-    // Every pick of the group, on draining connections too (those streams
-    // are moving and need room on the live ones), and room for the next.
-    const auto per = static_cast<std::size_t>(
-        options_.max_streams_per_connection);
-    wanted = std::max(wanted, picks / per + 1);
-  }
-  return wanted;
+  return std::max(1 + static_cast<std::size_t>(options_.standby_connections),
+                  NeededForPicks(picks));
+}
+
+std::size_t PoolCore::NeededForPicks(std::size_t picks) const {
+  if (options_.max_streams_per_connection <= 0) return 1;
+  // Every pick of the group, on draining connections too (those streams are
+  // moving and need room on the live ones), and room for the next.
+  const auto per =
+      static_cast<std::size_t>(options_.max_streams_per_connection);
+  return picks / per + 1;
 }
 
 bool PoolCore::KeptAsStandbyLocked(const Conn& c) const {
@@ -327,11 +328,7 @@ bool PoolCore::OnlySparesMissingLocked(std::uint64_t group) const {
   for (const auto& entry : conns_) {
     if (entry.second.group == group && UsableLocked(entry.second)) ++usable;
   }
-  if (usable == 0) return false;
-  if (options_.max_streams_per_connection <= 0) return true;
-  const auto per =
-      static_cast<std::size_t>(options_.max_streams_per_connection);
-  return usable >= GroupPicksLocked(group) / per + 1;
+  return usable >= NeededForPicks(GroupPicksLocked(group));
 }
 
 void PoolCore::OnProbeTimer(std::uint64_t group,

@@ -380,6 +380,9 @@ class PoolCore final : public ConnectionSource,
   // at `max_streams_per_connection` each, whichever is more.
   std::size_t WantedLiveLocked(std::uint64_t group) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // How many usable connections `picks` picks of one group need: 1, or
+  // with `max_streams_per_connection` enough for all of them and the next.
+  std::size_t NeededForPicks(std::size_t picks) const;
   // Queues an observer event (in decision order) and its delivery once the
   // lock is released. No-op without an observer.
   void NotifyLocked(Deferred& later,

@@ -454,6 +454,11 @@ class TETHER_API ConnectionPool final : public ConnectionSource {
   // The streams leaving one draining connection get points that cover the
   // spread window evenly, in an order offset at random per connection.
   absl::optional<double> SpreadShare(std::uint64_t connection_id) override;
+  // The streams that one connection loses together after they delivered
+  // reopen at points that cover their part of `reopen_after_progress_jitter`
+  // evenly, the first at once; the part grows with the most streams the
+  // connection carried (the whole window from 128).
+  absl::optional<double> ReopenShare(std::uint64_t connection_id) override;
 
   ConnectionPoolStats Stats() const;
 

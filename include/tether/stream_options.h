@@ -43,9 +43,15 @@ struct ReconnectingStreamOptions {
   // full jitter).
   std::shared_ptr<const BackoffPolicy> backoff;
 
-  // After an attempt that delivered at least one new message, the next
-  // attempt starts at once, after a random delay in [0, this). Default 5 ms;
-  // >= 0 (0: no delay at all).
+  // After an attempt that delivered at least one new message ended (its
+  // server cut it, its connection was lost), the next attempt starts after
+  // a delay in [0, this): no backoff, just a spread of the reopens of the
+  // streams that ended together. A `ConnectionPool` sizes the spread to
+  // them: a stream alone on its connection reopens at once, and the herd
+  // one connection lost takes evenly placed points of a part of the window
+  // that grows with its size (64 streams: the first half; 128 or more: all
+  // of it). A source that gives no point: a random one. Default 5 ms; >= 0
+  // (0: every reopen at once).
   absl::Duration reopen_after_progress_jitter = absl::Milliseconds(5);
 
   // Reopen budget: the stream ends (with the last attempt's status) after

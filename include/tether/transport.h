@@ -122,6 +122,18 @@ class ConnectionSource {
       std::uint64_t /*connection_id*/) {
     return absl::nullopt;
   }
+
+  // Where a stream whose attempt on `connection_id` ended after it delivered
+  // (a server that cut its streams, a lost connection) reopens within its
+  // `reopen_after_progress_jitter`, as a fraction in [0, 1); asked once per
+  // such end. A source that answers can size the spread to the herd: one
+  // stream reopens at once, the many that one connection loses together
+  // spread out (`ConnectionPool` does). Default: no answer (the stream
+  // draws its delay at random).
+  virtual absl::optional<double> ReopenShare(
+      std::uint64_t /*connection_id*/) {
+    return absl::nullopt;
+  }
 };
 
 // A source with exactly one channel: every pick is that channel (id 1). It

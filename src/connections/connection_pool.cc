@@ -247,6 +247,11 @@ absl::optional<double> ConnectionPool::SpreadShare(
   return core_->SpreadShare(connection_id);
 }
 
+absl::optional<double> ConnectionPool::ReopenShare(
+    std::uint64_t connection_id) {
+  return core_->ReopenShare(connection_id);
+}
+
 ConnectionPoolStats ConnectionPool::Stats() const { return core_->Stats(); }
 
 absl::Status ConnectionPool::SetEndpoints(std::vector<Endpoint> endpoints) {

@@ -68,6 +68,14 @@ constexpr int kMaxProbeExponent = 40;
 // measured from the notice take 1.0-1.1x raw gRPC starting the same calls
 // with the refill deferred, 1.3-2.0x without (docs/performance.md).
 constexpr absl::Duration kStandbyRefillDelay = absl::Milliseconds(20);
+// The herd that spreads its reopens over a whole
+// `reopen_after_progress_jitter` (see ReopenShare). A smaller herd spreads
+// over its part of the window, at the same pace: one stream reopens at
+// once, 64 within half the window. 128 streams in the default 5 ms is one
+// every 39 us, about what one raw gRPC call start costs a two-core client
+// (35-90 us, docs/performance.md): the spread adds about one call start to
+// a herd that the client's cores would pace anyway.
+constexpr double kReopenHerd = 128;
 // kDetect: an endpoint balances each call once this many escape connections
 // (see Conn::escape_at) were refused calls within one probation, or one was
 // while streams ran on through the endpoint's older connections. One alone
@@ -647,6 +655,7 @@ absl::StatusOr<ConnectionPick> PoolCore::Pick(
         }
         ++best->holders[std::move(listener)].picks;
         ++best->picks;
+        best->peak_picks = std::max(best->peak_picks, best->picks);
         ConnectionPick pick;
         pick.connection_id = best->id;
         pick.channel = best->link->channel();
@@ -1227,6 +1236,20 @@ absl::optional<double> PoolCore::SpreadShare(std::uint64_t connection_id) {
     c.spread.emplace(std::uniform_real_distribution<double>(0.0, 1.0)(rng_));
   }
   return c.spread->Next();
+}
+
+absl::optional<double> PoolCore::ReopenShare(std::uint64_t connection_id) {
+  MutexLock lock(&mu_);
+  auto it = conns_.find(connection_id);
+  if (it == conns_.end()) return absl::nullopt;
+  Conn& c = it->second;
+  const double herd = std::min(static_cast<double>(c.peak_picks), kReopenHerd);
+  // A stream alone on the connection reopens at once. Of a herd, none
+  // starts at the window's start (the order's first point): the streams
+  // that end first reopen latest, so that the others' ends reach the pool
+  // (and mark the connection suspect) before a reopen could pick it again.
+  const std::uint32_t k = c.reopens_asked++ + (c.peak_picks > 1 ? 1 : 0);
+  return SpreadOrder::Point(0.0, k) * herd / kReopenHerd;
 }
 
 void PoolCore::Shutdown() {

@@ -12,11 +12,20 @@ void StreamMachine::OnAttemptDone(const std::shared_ptr<AttemptRec>& rec,
                                   const Metadata& trailers) {
   bool by_client = false;
   bool received = false;
+  bool progressed = false;
   {
     MutexLock lock(&mu_);
     by_client = rec->cancel_requested;
     received = rec->got_message;
+    progressed = rec->progressed;
   }
+  // Where in `reopen_after_progress_jitter` a reopen after progress starts,
+  // asked before the lock: the source takes its own (see ReopenShare).
+  const absl::optional<double> reopen_share =
+      !by_client && progressed &&
+              settings_->budget.limits.progress_jitter > absl::ZeroDuration()
+          ? source_->ReopenShare(rec->info.connection_id)
+          : absl::nullopt;
   // The classifier and `resync_on_end` are app code: outside the lock.
   EndClass cls = EndClass::kOk;
   absl::Status classifier_threw;
@@ -83,7 +92,7 @@ void StreamMachine::OnAttemptDone(const std::shared_ptr<AttemptRec>& rec,
     // A server's pushback says when to come back: it is not waived.
     facts.spread_wait = rec == current_ && SpreadingLocked() &&
                         (rec->healthy || rec->progressed) && !pushback.present;
-    ApplyEndLocked(rec, DecideEnd(facts), status, pushback, w);
+    ApplyEndLocked(rec, DecideEnd(facts), status, pushback, reopen_share, w);
   }
   Flush(w);
 }
@@ -91,7 +100,9 @@ void StreamMachine::OnAttemptDone(const std::shared_ptr<AttemptRec>& rec,
 void StreamMachine::ApplyEndLocked(const std::shared_ptr<AttemptRec>& rec,
                                    const EndDecision& d,
                                    const absl::Status& status,
-                                   const RetryPushback& pushback, Work& w) {
+                                   const RetryPushback& pushback,
+                                   absl::optional<double> reopen_share,
+                                   Work& w) {
   using Action = EndDecision::Action;
   if (d.report_unannounced) ReportEndLater(*rec, status, w);
   switch (d.action) {
@@ -130,7 +141,8 @@ void StreamMachine::ApplyEndLocked(const std::shared_ptr<AttemptRec>& rec,
   const absl::Time now = settings_->clock->Now();
   absl::StatusOr<absl::Duration> delay =
       d.after_progress ? absl::StatusOr<absl::Duration>(
-                             budget_.AfterProgress(absl::BitGenRef(gen_)))
+                             budget_.AfterProgress(absl::BitGenRef(gen_),
+                                                   reopen_share))
                        : budget_.OnFailure(now, FailingSince(*rec), status,
                                            absl::BitGenRef(gen_));
   if (d.use_pushback) {
@@ -201,6 +213,13 @@ void StreamMachine::ArmReopenTimerLocked(absl::Duration delay,
         [self] { self->source_->NotifyWhenAvailable(self->WeakListener()); });
   }
   Notify(w, [delay, last](StreamObserver& o) { o.OnBackoff(delay, last); });
+  if (delay <= absl::ZeroDuration()) {
+    // Started by this flush, after what the end told the source (already
+    // in `w`): a timer could fire first, on the clock's thread, and pick
+    // the connection the end is evidence against before the source heard.
+    BeginStartLocked(AttemptReason::kReopen, w);
+    return;
+  }
   ArmLocked(reopen_timer_, delay, &StreamMachine::OnReopenTimerLocked);
 }
 

@@ -6,6 +6,7 @@
 
 #include "absl/random/distributions.h"
 #include "absl/strings/str_cat.h"
+#include "policies/spread_order.h"
 
 namespace tether {
 namespace internal {
@@ -82,10 +83,12 @@ absl::StatusOr<absl::Duration> ReopenBudget::OnRefused(
   return std::max(delay, absl::ZeroDuration());
 }
 
-absl::Duration ReopenBudget::AfterProgress(absl::BitGenRef gen) const {
+absl::Duration ReopenBudget::AfterProgress(
+    absl::BitGenRef gen, absl::optional<double> share) const {
   if (policy_->limits.progress_jitter <= absl::ZeroDuration()) {
     return absl::ZeroDuration();
   }
+  if (share) return PointIn(policy_->limits.progress_jitter, *share);
   return absl::Seconds(
       absl::Uniform(absl::IntervalClosedOpen, gen, 0.0,
                     absl::ToDoubleSeconds(policy_->limits.progress_jitter)));

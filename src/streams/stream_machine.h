@@ -435,10 +435,13 @@ class StreamMachine final : public StreamCore,
                      const absl::Status& status, const Metadata& trailers);
 
   // Carries out what `DecideEnd` decided about `rec`'s end: it ended with
-  // `status`, and the server's `pushback` from its trailers.
+  // `status`, and the server's `pushback` from its trailers; a reopen after
+  // progress waits for `reopen_share` of its window when the source gave
+  // one (`ConnectionSource::ReopenShare`), else for a random point.
   void ApplyEndLocked(const std::shared_ptr<AttemptRec>& rec,
                       const EndDecision& d, const absl::Status& status,
-                      const RetryPushback& pushback, Work& w)
+                      const RetryPushback& pushback,
+                      absl::optional<double> reopen_share, Work& w)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // When an attempt began to fail: at its start unless it proved healthy

@@ -137,7 +137,7 @@ class DrainRollout : public ::testing::Test {
   // The setup of tests 1-3: servers A and B, a Service-like proxy routing
   // new connections to A, a pool on the proxy, and kStreams streams all
   // delivering from A. Check HasFatalFailure() after it.
-  void StartStreamsOnA(bool health_check) {
+  void StartStreamsOnA(bool health_check, int streams = kStreams) {
     a_ = StartServer("A");
     b_ = StartServer("B");
     ASSERT_TRUE(a_ && b_);
@@ -148,10 +148,10 @@ class DrainRollout : public ::testing::Test {
     po.health_check = health_check;
     pool_ = MakePool(std::move(po));
     ASSERT_NE(pool_, nullptr);
-    streams_ = std::make_unique<Streams>(kStreams);
+    streams_ = std::make_unique<Streams>(streams);
     streams_->StartAll(pool_);
     ASSERT_TRUE(streams_->fleet.WaitMoreFrom("A", 5, kWait));
-    ASSERT_TRUE(a_->WaitForOpenStreams(kStreams, kWait));
+    ASSERT_TRUE(a_->WaitForOpenStreams(streams, kWait));
   }
 
   // Declared in teardown order: streams, then pool, proxy and servers.
@@ -254,6 +254,33 @@ TEST_F(DrainRollout, CancelBeforeGoawayReachesTheOldServerAtMostOncePerStream) {
   for (int i = 0; i < kStreams; ++i) {
     EXPECT_LE(s.logs[i]->LaterAttemptsOn(old_conns), 1) << "stream " << i;
   }
+  StopStreamsAndWaitForPool(s, pool_, pool_gone());
+}
+
+// A stream alone on its connection, cut by its server before the GOAWAY,
+// reopens at once (the pool's reopen share for a lone stream is 0), in
+// one attempt and not onto that connection: the end's report reaches the
+// pool before the reopen picks.
+TEST_F(DrainRollout, ALoneStreamCutBeforeGoawayReopensAtOnceElsewhere) {
+  StartStreamsOnA(/*health_check=*/false, /*streams=*/1);
+  ASSERT_FALSE(HasFatalFailure());
+  Streams& s = *streams_;
+  const std::int64_t watches_before = a_->stats().watches_started;
+
+  ASSERT_TRUE(proxy_.SetBackend(b_->address()).ok());
+  a_->CancelFirstDrain(absl::Milliseconds(300));
+  ASSERT_TRUE(s.fleet.WaitAll(
+      [](const Delivered& d) { return d.From("B") >= 3; }, kWait));
+
+  s.ExpectClean();
+  EXPECT_EQ(a_->stats().watches_started, watches_before)
+      << "the reopen went back to the server that cut it";
+  const std::vector<AttemptLog::Entry> attempts = s.logs[0]->Entries();
+  ASSERT_GE(attempts.size(), 2u);
+  EXPECT_TRUE(attempts[0].got_message && attempts[0].ended);
+  EXPECT_EQ(s.logs[0]->LaterAttemptsOn({attempts[0].info.connection_id}), 0);
+  EXPECT_EQ(attempts.size(), 2u) << "the move took more than one attempt";
+  ASSERT_TRUE(a_->WaitForStopped(kWait));
   StopStreamsAndWaitForPool(s, pool_, pool_gone());
 }
 

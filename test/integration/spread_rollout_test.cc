@@ -8,6 +8,7 @@
 // on an event with a generous deadline; nothing sleeps.
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <utility>
@@ -46,6 +47,13 @@ class SpreadRollout : public ::testing::Test {
   // Servers A and B, a Service-like proxy sending new connections to A, a
   // pool on the proxy, and `n` streams with `window` delivering from A.
   void StartOnA(int n, absl::Duration window) {
+    StartOnA(n, [window](ReconnectingStreamOptions& o) {
+      o.migration_jitter = window;
+    });
+  }
+  // The same with the options `tune` makes of `FastOptions`.
+  void StartOnA(int n,
+                const std::function<void(ReconnectingStreamOptions&)>& tune) {
     a_ = StartServer("A");
     b_ = StartServer("B");
     ASSERT_TRUE(a_ && b_);
@@ -57,9 +65,9 @@ class SpreadRollout : public ::testing::Test {
     pool_ = MakePool(std::move(po));
     ASSERT_NE(pool_, nullptr);
     streams_ = std::make_unique<Streams>(n);
-    streams_->StartAll(pool_, [window](std::shared_ptr<StreamObserver> obs) {
+    streams_->StartAll(pool_, [tune](std::shared_ptr<StreamObserver> obs) {
       ReconnectingStreamOptions o = FastOptions(std::move(obs));
-      o.migration_jitter = window;
+      tune(o);
       return o;
     });
     ASSERT_TRUE(streams_->fleet.WaitMoreFrom("A", 3, kWait));
@@ -71,10 +79,15 @@ class SpreadRollout : public ::testing::Test {
   // when each stream first delivered from B, counted from the shutdown,
   // sorted; empty if some stream did not deliver twice from B in time.
   std::vector<absl::Duration> RollToB(absl::Duration grace) {
+    return RollToB([grace](TestServer& a) { a.ShutdownAsync(grace); });
+  }
+  // The same with A leaving as `leave` makes it.
+  std::vector<absl::Duration> RollToB(
+      const std::function<void(TestServer&)>& leave) {
     std::vector<absl::Duration> out;
     if (!proxy_.SetBackend(b_->address()).ok()) return out;
     const absl::Time shutdown_at = absl::Now();
-    a_->ShutdownAsync(grace);
+    leave(*a_);
     if (!streams_->fleet.WaitAll(
             [](const Delivered& d) { return d.From("B") >= 2; }, kWait)) {
       return out;
@@ -161,6 +174,30 @@ TEST_F(SpreadRollout, DeadlineBeforeTheWindowEndsMovesTheRestAtOnce) {
   // Far below the window: the deadline moved them (plus a loaded machine's
   // slack), not their drawn points.
   EXPECT_LT(at_b.back(), kGrace + absl::Seconds(5));
+  ExpectCleanMoves();
+}
+
+// A server that cancels its streams before its GOAWAY leaves nothing to
+// serve: they reopen after `reopen_after_progress_jitter`, spread over the
+// part of it that the pool sizes to the herd (16 streams: 16/128 of 10 s,
+// 1.25 s), the first at once. Drawn at random from the whole 10 s instead,
+// all 16 would reach B within 4 s about once in 2 million runs. (The
+// `recovery_jitter` of 10 s keeps a new connection from waking them early:
+// see `ReconnectingStreamOptions::recovery_jitter`.)
+TEST_F(SpreadRollout, CancelFirstReopensSpreadOverTheHerdsPartOfTheJitter) {
+  constexpr int kStreams = 16;
+  StartOnA(kStreams, [](ReconnectingStreamOptions& o) {
+    o.reopen_after_progress_jitter = absl::Seconds(10);
+    o.recovery_jitter = absl::Seconds(10);
+  });
+  ASSERT_FALSE(HasFatalFailure());
+
+  const std::vector<absl::Duration> at_b = RollToB(
+      [](TestServer& a) { a.CancelFirstDrain(absl::Milliseconds(300)); });
+  ASSERT_EQ(at_b.size(), static_cast<std::size_t>(kStreams));
+  EXPECT_LT(at_b.back(), absl::Seconds(4)) << "not the herd's part";
+  // Spread, not all at once: the last point is 15/16 of the 1.25 s.
+  EXPECT_GE(at_b.back() - at_b.front(), absl::Milliseconds(600));
   ExpectCleanMoves();
 }
 

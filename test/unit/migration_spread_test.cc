@@ -193,6 +193,34 @@ TEST_F(MigrationSpreadTest, CancelFirstEndIsNotSpread) {
               ElementsAre(AttemptReason::kFirst, AttemptReason::kReopen));
 }
 
+// After progress a stream reopens at the point of its window that the
+// source gives (a pool sizes it to the herd the connection lost); an end
+// without progress is a failure's and asks nothing.
+TEST_F(MigrationSpreadTest, ReopenAfterProgressTakesTheSourcesShare) {
+  options_.reopen_after_progress_jitter = absl::Milliseconds(10);
+  source_->SetReopenShares({0.0, 0.5});
+  auto stream = Start(SeqSpec());
+  transport_->attempt(0)->Send(M(1));
+  transport_->attempt(0)->Finish(absl::CancelledError("server cut it"));
+  // Share 0 starts the reopen with the end, after the end's report (the
+  // fake marks the connection suspect): not from a timer, which could pick
+  // the connection before the source heard.
+  ASSERT_EQ(transport_->attempt_count(), 2u) << "share 0 waited";
+  EXPECT_NE(transport_->attempt(1)->connection_id(),
+            transport_->attempt(0)->connection_id());
+  transport_->attempt(1)->Send(M(2));
+  transport_->attempt(1)->Finish(absl::CancelledError("server cut it"));
+  clock_->AdvanceBy(absl::Microseconds(4999));
+  ASSERT_EQ(transport_->attempt_count(), 2u) << "before its share";
+  clock_->AdvanceBy(absl::Microseconds(1));
+  ASSERT_EQ(transport_->attempt_count(), 3u) << "half the window passed";
+  EXPECT_EQ(transport_->attempt(2)->request().after, 2u);
+  EXPECT_EQ(source_->reopen_asks(), 2u);
+  transport_->attempt(2)->Finish(absl::UnavailableError("refused"));
+  EXPECT_EQ(source_->reopen_asks(), 2u) << "a failure asked for a share";
+  EXPECT_THAT(got(), ElementsAre(1, 2));
+}
+
 // A lost connection: the pool reports it, and its call ends at once. The
 // move that started waiting in the window starts now.
 TEST_F(MigrationSpreadTest, AbruptEndIsNotSpread) {

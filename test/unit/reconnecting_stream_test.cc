@@ -52,10 +52,10 @@ class StreamTest : public StreamFixture {
 TEST_F(StreamTest, ReopenResumesAfterLastDeliveredSeq) {
   transport_->Expect({{M(1), M(2), M(3)}, {}, absl::UnavailableError("bye")});
   auto stream = StartStream();
-  ASSERT_EQ(transport_->attempt_count(), 1u);
-  EXPECT_EQ(transport_->attempt(0)->request().after, 0u);
-  clock_->RunDue();  // reopen after progress: no backoff
+  // Reopened after progress: no backoff, and (no reopen jitter here) at
+  // once, without waiting for a timer.
   ASSERT_EQ(transport_->attempt_count(), 2u);
+  EXPECT_EQ(transport_->attempt(0)->request().after, 0u);
   EXPECT_EQ(transport_->attempt(1)->request().after, 3u);
   transport_->attempt(1)->Send(M(4));
   EXPECT_THAT(got(), ElementsAre(1, 2, 3, 4));

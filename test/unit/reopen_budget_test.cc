@@ -141,15 +141,27 @@ TEST_F(ReopenBudgetTest, GaveUpWithKeepsTheCodeExceptOk) {
 
 TEST_F(ReopenBudgetTest, AfterProgressIsWithinTheJitter) {
   ReopenBudget none = Make(1, absl::Seconds(1));
-  EXPECT_EQ(none.AfterProgress(gen_), absl::ZeroDuration());
+  EXPECT_EQ(none.AfterProgress(gen_, absl::nullopt), absl::ZeroDuration());
+  EXPECT_EQ(none.AfterProgress(gen_, 0.5), absl::ZeroDuration());
   ReopenBudget b(PolicyOf(
       std::make_shared<CountingBackoff>(&resets_),
       ReopenBudget::Limits{1, absl::Seconds(1), absl::Milliseconds(5)}));
   for (int i = 0; i < 100; ++i) {
-    const absl::Duration d = b.AfterProgress(gen_);
+    const absl::Duration d = b.AfterProgress(gen_, absl::nullopt);
     EXPECT_GE(d, absl::ZeroDuration());
     EXPECT_LT(d, absl::Milliseconds(5));
   }
+}
+
+TEST_F(ReopenBudgetTest, AfterProgressTakesTheSourcesShareOfTheJitter) {
+  ReopenBudget b(PolicyOf(
+      std::make_shared<CountingBackoff>(&resets_),
+      ReopenBudget::Limits{1, absl::Seconds(1), absl::Milliseconds(8)}));
+  EXPECT_EQ(b.AfterProgress(gen_, 0.0), absl::ZeroDuration());
+  EXPECT_EQ(b.AfterProgress(gen_, 0.25), absl::Milliseconds(2));
+  // A share outside [0, 1] is held to the window's ends.
+  EXPECT_EQ(b.AfterProgress(gen_, -1.0), absl::ZeroDuration());
+  EXPECT_EQ(b.AfterProgress(gen_, 7.0), absl::Milliseconds(8));
 }
 
 }  // namespace

@@ -1,7 +1,9 @@
 // Copyright 2026 The tether Authors. Licensed under the Apache License 2.0.
 // Tests of where the streams leaving one draining connection start their
 // moves: `SpreadOrder` (the points, a plain value) and the pool that hands
-// them out per connection (`ConnectionSource::SpreadShare`). Thread-free,
+// them out per connection (`ConnectionSource::SpreadShare`), and where the
+// streams a connection lost after they delivered reopen
+// (`ConnectionSource::ReopenShare`). Thread-free,
 // on the pool core's fake driver and fake clock.
 #include "policies/spread_order.h"
 
@@ -120,6 +122,62 @@ TEST_F(PoolSpreadShareTest, AnIdThatIsNotOpenHasNoAnswer) {
   MakeTarget();
   EXPECT_FALSE(core_->SpreadShare(0).has_value());
   EXPECT_FALSE(core_->SpreadShare(99).has_value());
+  EXPECT_FALSE(core_->ReopenShare(0).has_value());
+  EXPECT_FALSE(core_->ReopenShare(99).has_value());
+}
+
+// Streams that lost a connection together after they delivered (a server
+// that cut them) reopen over a part of their window sized to the herd.
+class PoolReopenShareTest : public PoolCoreTest {
+ protected:
+  // Connection 1 carrying `n` streams.
+  void Carry(int n) {
+    MakeTarget();
+    Serve(1);
+    for (int i = 0; i < n; ++i) {
+      streams_.push_back(std::make_shared<Listener>());
+      ASSERT_EQ(MustPick(streams_.back()), 1u);
+    }
+  }
+  std::vector<double> Ask(int n) {
+    std::vector<double> shares;
+    for (int i = 0; i < n; ++i) {
+      const absl::optional<double> share = core_->ReopenShare(1);
+      EXPECT_TRUE(share.has_value());
+      shares.push_back(share.value_or(-1.0));
+    }
+    return shares;
+  }
+  std::vector<std::shared_ptr<Listener>> streams_;
+};
+
+TEST_F(PoolReopenShareTest, ALoneStreamReopensAtOnce) {
+  Carry(1);
+  EXPECT_THAT(Ask(1), ::testing::ElementsAre(0.0));
+}
+
+TEST_F(PoolReopenShareTest, AHerdSpreadsOverItsPartOfTheWindow) {
+  Carry(64);  // half of the herd that takes the whole window
+  const std::vector<double> shares = Ask(64);
+  // The first to ask goes mid-way: by then the other ends reached the pool.
+  EXPECT_EQ(shares[0], 0.25);
+  EXPECT_EQ(shares[1], 0.125);
+  EXPECT_GT(*std::min_element(shares.begin(), shares.end()), 0.0);
+  EXPECT_LT(*std::max_element(shares.begin(), shares.end()), 0.5);
+  std::vector<double> scaled;
+  for (double s : shares) scaled.push_back(s * 2);
+  EXPECT_EQ(BusiestSlot(scaled, 64), 1) << "not one stream per 64th";
+}
+
+TEST_F(PoolReopenShareTest, ABigHerdTakesTheWholeWindowEvenly) {
+  Carry(1000);
+  // Streams released before asking do not shrink the herd: it is the most
+  // the connection carried.
+  for (int i = 0; i < 500; ++i) core_->Release(1, streams_[i]);
+  const std::vector<double> shares = Ask(1000);
+  EXPECT_EQ(shares[0], 0.5);
+  EXPECT_GE(*std::max_element(shares.begin(), shares.end()), 0.99);
+  EXPECT_LE(BusiestSlot(shares, 200), 7);
 }
 
 }  // namespace

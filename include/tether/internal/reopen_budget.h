@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "absl/types/optional.h"
 #include "tether/backoff.h"
 
 namespace tether {
@@ -68,9 +69,11 @@ class ReopenBudget {
                                            absl::Duration breaker_wait,
                                            const absl::Status& refused);
 
-  // The delay before reopening after an attempt that made progress: a
-  // random spread in [0, progress_jitter).
-  absl::Duration AfterProgress(absl::BitGenRef gen) const;
+  // The delay before reopening after an attempt that made progress: the
+  // point at `share` of [0, progress_jitter) when given (a source's herd
+  // spread), else a random one.
+  absl::Duration AfterProgress(absl::BitGenRef gen,
+                               absl::optional<double> share) const;
 
   // Whether a failing period is running, and since when.
   bool failing() const { return failing_; }

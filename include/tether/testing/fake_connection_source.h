@@ -148,19 +148,30 @@ class FakeConnectionSource final : public ConnectionSource {
   // streams draw their points at random.
   void SetSpreadShares(std::vector<double> shares) {
     std::lock_guard<std::mutex> lock(mu_);
-    spread_shares_.assign(shares.begin(), shares.end());
+    spread_shares_.Set(std::move(shares));
   }
   absl::optional<double> SpreadShare(std::uint64_t /*connection_id*/) override {
     std::lock_guard<std::mutex> lock(mu_);
-    ++spread_asks_;
-    if (spread_shares_.empty()) return absl::nullopt;
-    const double share = spread_shares_.front();
-    spread_shares_.pop_front();
-    return share;
+    return spread_shares_.Next();
   }
   std::size_t spread_asks() const {
     std::lock_guard<std::mutex> lock(mu_);
-    return spread_asks_;
+    return spread_shares_.asks;
+  }
+
+  // The answers of `ReopenShare`, the same way (as a pool's herd spread
+  // would); without them streams draw their reopen delays at random.
+  void SetReopenShares(std::vector<double> shares) {
+    std::lock_guard<std::mutex> lock(mu_);
+    reopen_shares_.Set(std::move(shares));
+  }
+  absl::optional<double> ReopenShare(std::uint64_t /*connection_id*/) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return reopen_shares_.Next();
+  }
+  std::size_t reopen_asks() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return reopen_shares_.asks;
   }
 
   // The next `Pick` fails with `status` (e.g. UNAVAILABLE "failed to
@@ -218,8 +229,23 @@ class FakeConnectionSource final : public ConnectionSource {
   std::deque<absl::Status> fail_picks_;
   std::vector<std::pair<std::uint64_t, absl::Status>> drain_reports_;
   std::size_t releases_ = 0;
-  std::deque<double> spread_shares_;
-  std::size_t spread_asks_ = 0;
+  // Scripted answers to one of the share questions, and how often it came.
+  struct Shares {
+    std::deque<double> left;
+    std::size_t asks = 0;
+    void Set(std::vector<double> shares) {
+      left.assign(shares.begin(), shares.end());
+    }
+    absl::optional<double> Next() {
+      ++asks;
+      if (left.empty()) return absl::nullopt;
+      const double share = left.front();
+      left.pop_front();
+      return share;
+    }
+  };
+  Shares spread_shares_;
+  Shares reopen_shares_;
 };
 
 // The status gRPC gives an attempt that could not connect at all.

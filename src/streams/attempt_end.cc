@@ -171,7 +171,7 @@ void StreamMachine::ApplyEndLocked(const std::shared_ptr<AttemptRec>& rec,
     return;
   }
   if (d.unless_starting && starting_) return;  // a move's start is on its way
-  ArmReopenTimerLocked(*delay, status, w);
+  ArmReopenTimerLocked(*delay, status, w, /*start_if_due=*/d.after_progress);
 }
 
 absl::Time StreamMachine::FailingSince(const AttemptRec& rec) {
@@ -202,7 +202,8 @@ bool StreamMachine::BackToScheduleLocked(absl::Time due,
 }
 
 void StreamMachine::ArmReopenTimerLocked(absl::Duration delay,
-                                         const absl::Status& last, Work& w) {
+                                         const absl::Status& last, Work& w,
+                                         bool start_if_due) {
   phase_ = Phase::kWaiting;
   hinted_due_ = absl::InfinitePast();  // the timer is the schedule now
   reopen_due_ = settings_->clock->Now() + delay;
@@ -213,7 +214,7 @@ void StreamMachine::ArmReopenTimerLocked(absl::Duration delay,
         [self] { self->source_->NotifyWhenAvailable(self->WeakListener()); });
   }
   Notify(w, [delay, last](StreamObserver& o) { o.OnBackoff(delay, last); });
-  if (delay <= absl::ZeroDuration()) {
+  if (start_if_due && delay <= absl::ZeroDuration() && !starting_) {
     // Started by this flush, after what the end told the source (already
     // in `w`): a timer could fire first, on the clock's thread, and pick
     // the connection the end is evidence against before the source heard.

@@ -453,8 +453,14 @@ class StreamMachine final : public StreamCore,
   void ReportEndLater(const AttemptRec& rec, const absl::Status& status,
                       Work& w);
 
+  // Waits `delay` before the next attempt (`last`: why). `start_if_due`
+  // (a reopen after progress): a delay of 0 starts the attempt in this
+  // flush instead of from a timer, after the reports `w` already holds.
+  // Failures always go through the timer, so that a policy that keeps
+  // answering 0 cannot nest starts on the stack.
   void ArmReopenTimerLocked(absl::Duration delay, const absl::Status& last,
-                            Work& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                            Work& w, bool start_if_due = false)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // A start that a hint moved before its backoff's `due` failed before it
   // was proven (its pick, or the attempt before a message or settling): the

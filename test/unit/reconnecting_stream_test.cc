@@ -10,6 +10,7 @@
 #include "gtest/gtest.h"
 #include "test/unit/stream_fixture.h"
 #include "tether/internal/stream_random.h"
+#include "tether/testing/mocks.h"
 
 namespace tether {
 namespace stream_test {
@@ -64,6 +65,24 @@ TEST_F(StreamTest, ReopenResumesAfterLastDeliveredSeq) {
   EXPECT_TRUE(events_->started()[1].resumed);
   EXPECT_EQ(events_->started()[1].resume_after_seq, 3u);
   EXPECT_EQ(events_->started()[1].reason, AttemptReason::kReopen);
+}
+
+// Only a reopen after progress starts without a timer: a failure whose
+// backoff is 0 (a policy that keeps answering 0) waits for the clock, so
+// that failed starts do not nest on the stack.
+TEST_F(StreamTest, AFailureWithAZeroBackoffStillWaitsForTheTimer) {
+  auto backoff = std::make_shared<::testing::NiceMock<fakes::MockBackoffPolicy>>();
+  ON_CALL(*backoff, OnFailure(::testing::_))
+      .WillByDefault(::testing::Return(absl::ZeroDuration()));
+  options_.backoff = fakes::MockBackoffPolicy::Prototype(backoff);
+  auto stream = Start(SeqSpec());
+  for (std::size_t n = 1; n <= 3; ++n) {
+    transport_->attempt(n - 1)->Finish(absl::UnavailableError("refused"));
+    ASSERT_EQ(transport_->attempt_count(), n) << "started without the timer";
+    clock_->RunDue();
+    ASSERT_EQ(transport_->attempt_count(), n + 1);
+  }
+  EXPECT_TRUE(done().empty());
 }
 
 TEST_F(StreamTest, DuplicatesAreDroppedAndCounted) {

@@ -455,9 +455,10 @@ class TETHER_API ConnectionPool final : public ConnectionSource {
   // spread window evenly, in an order offset at random per connection.
   absl::optional<double> SpreadShare(std::uint64_t connection_id) override;
   // The streams that one connection loses together after they delivered
-  // reopen at points that cover their part of `reopen_after_progress_jitter`
-  // evenly, the first at once; the part grows with the most streams the
-  // connection carried (the whole window from 128).
+  // (ends less than `suspect_end_window` apart) reopen at points that cover
+  // their part of `reopen_after_progress_jitter` evenly; the part grows
+  // with the streams the connection carried at the first of those ends (a
+  // stream alone: at once; the whole window from 128).
   absl::optional<double> ReopenShare(std::uint64_t connection_id) override;
 
   ConnectionPoolStats Stats() const;

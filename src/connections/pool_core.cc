@@ -655,7 +655,6 @@ absl::StatusOr<ConnectionPick> PoolCore::Pick(
         }
         ++best->holders[std::move(listener)].picks;
         ++best->picks;
-        best->peak_picks = std::max(best->peak_picks, best->picks);
         ConnectionPick pick;
         pick.connection_id = best->id;
         pick.channel = best->link->channel();
@@ -1243,12 +1242,22 @@ absl::optional<double> PoolCore::ReopenShare(std::uint64_t connection_id) {
   auto it = conns_.find(connection_id);
   if (it == conns_.end()) return absl::nullopt;
   Conn& c = it->second;
-  const double herd = std::min(static_cast<double>(c.peak_picks), kReopenHerd);
-  // A stream alone on the connection reopens at once. Of a herd, none
-  // starts at the window's start (the order's first point): the streams
-  // that end first reopen latest, so that the others' ends reach the pool
-  // (and mark the connection suspect) before a reopen could pick it again.
-  const std::uint32_t k = c.reopens_asked++ + (c.peak_picks > 1 ? 1 : 0);
+  // Ends closer together than `suspect_end_window` are one herd (a server
+  // cutting its streams, a lost connection), sized at its first ask: every
+  // stream asks before it releases the connection, so the first sees them
+  // all, and the later ones' releases do not shrink it.
+  const absl::Time now = clock_->Now();
+  if (now - c.last_reopen_ask >= options_.suspect_end_window) {
+    c.herd = std::max<std::size_t>(c.picks, 1);
+    c.reopens_asked = 0;
+  }
+  c.last_reopen_ask = now;
+  const double herd = std::min(static_cast<double>(c.herd), kReopenHerd);
+  // A stream alone reopens at once. Of a herd, none starts at the window's
+  // start (the order's first point): the streams that end first reopen
+  // latest, so that the others' ends reach the pool (and mark the
+  // connection suspect) before a reopen could pick it again.
+  const std::uint32_t k = c.reopens_asked++ + (c.herd > 1 ? 1 : 0);
   return SpreadOrder::Point(0.0, k) * herd / kReopenHerd;
 }
 

@@ -194,10 +194,11 @@ class PoolCore final : public ConnectionSource,
   // the first ask); none for an id that is not open.
   absl::optional<double> SpreadShare(std::uint64_t connection_id) override;
   // The next point of the connection's reopen order (`SpreadOrder` from
-  // 0; a connection that carried one stream answers 0, one that carried
-  // more starts at the order's second point), scaled to its herd: the most
-  // streams it carried at once, over `kReopenHerd` (at most 1); none for an
-  // id that is not open.
+  // 0; a herd of one stream answers 0, a bigger one starts at the order's
+  // second point), scaled to its herd over `kReopenHerd` (at most 1); none
+  // for an id that is not open. The herd: the streams the connection
+  // carried at the first ask of a run of asks less than
+  // `suspect_end_window` apart (the streams that lose it together).
   absl::optional<double> ReopenShare(std::uint64_t connection_id) override;
 
   // Whether connection `id` is open, for tests.
@@ -235,7 +236,6 @@ class PoolCore final : public ConnectionSource,
     bool unready = false;
     Holders holders;
     std::size_t picks = 0;  // picks held, over all holders
-    std::size_t peak_picks = 0;  // the most it has held at once
     Clock::TimerId idle_timer = 0;
     Clock::TimerId probation_timer = 0;  // while suspect
     // Since when the connection has been usable; InfiniteFuture when not.
@@ -249,9 +249,11 @@ class PoolCore final : public ConnectionSource,
     bool escape_refused = false;
     // Where its leaving streams start their moves; from the first ask.
     absl::optional<SpreadOrder> spread;
-    // Streams that asked where to reopen after they lost it having
-    // delivered (see ReopenShare).
+    // The current run of reopen asks (see ReopenShare): the streams it
+    // carried at the run's first ask, the asks since, and the latest.
+    std::size_t herd = 0;
     std::uint32_t reopens_asked = 0;
+    absl::Time last_reopen_ask = absl::InfinitePast();
     bool Live() const { return !draining && !suspect; }
   };
   // One endpoint (the target, one address, or one address of the set), with

@@ -171,13 +171,37 @@ TEST_F(PoolReopenShareTest, AHerdSpreadsOverItsPartOfTheWindow) {
 
 TEST_F(PoolReopenShareTest, ABigHerdTakesTheWholeWindowEvenly) {
   Carry(1000);
-  // Streams released before asking do not shrink the herd: it is the most
-  // the connection carried.
+  // Each stream asks and then releases the connection: the releases of
+  // those that asked first do not shrink the herd the later ones share.
+  std::vector<double> shares = Ask(1);
   for (int i = 0; i < 500; ++i) core_->Release(1, streams_[i]);
-  const std::vector<double> shares = Ask(1000);
+  for (double s : Ask(999)) shares.push_back(s);
   EXPECT_EQ(shares[0], 0.5);
   EXPECT_GE(*std::max_element(shares.begin(), shares.end()), 0.99);
   EXPECT_LE(BusiestSlot(shares, 200), 7);
+}
+
+// The herd is what the connection carries when its streams begin to end,
+// not the most it ever carried: the one stream left of a hundred reopens
+// at once.
+TEST_F(PoolReopenShareTest, TheStreamLeftAloneReopensAtOnce) {
+  Carry(100);
+  for (int i = 1; i < 100; ++i) core_->Release(1, streams_[i]);
+  EXPECT_THAT(Ask(1), ::testing::ElementsAre(0.0));
+}
+
+// Ends less than `suspect_end_window` apart are one herd and continue its
+// order; a later end starts a new herd, sized again.
+TEST_F(PoolReopenShareTest, EndsApartByTheWindowAreNewHerds) {
+  Carry(64);
+  EXPECT_THAT(Ask(2), ::testing::ElementsAre(0.25, 0.125));
+  clock()->AdvanceBy(absl::Milliseconds(999));
+  EXPECT_THAT(Ask(1), ::testing::ElementsAre(0.375)) << "the same herd";
+  clock()->AdvanceBy(absl::Seconds(1));  // the default window
+  EXPECT_THAT(Ask(1), ::testing::ElementsAre(0.25)) << "a new herd of 64";
+  for (int i = 1; i < 64; ++i) core_->Release(1, streams_[i]);
+  clock()->AdvanceBy(absl::Seconds(1));
+  EXPECT_THAT(Ask(1), ::testing::ElementsAre(0.0)) << "a herd of one";
 }
 
 }  // namespace

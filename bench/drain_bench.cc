@@ -36,7 +36,7 @@
 //
 //   drain_bench [--streams=64] [--rollouts=20] [--tick_ms=5]
 //               [--jitter_ms=5] [--cold_samples=5] [--pace_ms=400]
-//               [--scenario=all|graceful|cancel1st] [--standby=both|0|1]
+//               [--scenario=all|graceful|cancel1st] [--standby=both|0|1] [--trace]
 //
 // Build it RelWithDebInfo (or Release): timings from a Debug build mostly
 // measure the Debug build.
@@ -56,6 +56,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -83,6 +84,10 @@ ABSL_FLAG(int, pace_ms, 400,
 ABSL_FLAG(std::string, scenario, "all", "all, graceful or cancel1st");
 ABSL_FLAG(std::string, standby, "both",
           "both, 0 or 1: ConnectionPoolOptions::standby_connections");
+ABSL_FLAG(bool, trace, false,
+          "print each rollout's timeline to stderr: the connections it "
+          "opened, and each moved stream's attempts (start, first message, "
+          "end), in ms after the signal");
 
 namespace {
 
@@ -105,6 +110,7 @@ struct Flags {
   int cold_samples = 5;
   int pace_ms = 400;
   bool hold_fallback = true;
+  bool trace = false;
 };
 
 // Everything the application and the stream observers saw, under one lock
@@ -292,6 +298,41 @@ class ConnLog final : public tether::ConnectionObserver {
 };
 
 double Ms(absl::Duration d) { return absl::ToDoubleMilliseconds(d); }
+
+// Milliseconds after `t0`, or -1 for a time that did not come.
+double MsAfter(absl::Time t, absl::Time t0) {
+  return t == absl::InfiniteFuture() ? -1.0 : Ms(t - t0);
+}
+
+// One rollout's timeline (--trace): when the pool noticed and opened
+// connections, and for each stream that had to move, its attempts since
+// the signal `t0` (connection, start, first message, end; -1: none).
+void PrintTrace(int rollout, absl::Time t0, absl::Time noticed,
+                const std::map<std::uint64_t, absl::Time>& opened,
+                const std::vector<Book::Stream>& streams) {
+  std::fprintf(stderr, "rollout %d: noticed %.2f ms\n", rollout,
+               MsAfter(noticed, t0));
+  for (const auto& [id, at] : opened) {
+    std::fprintf(stderr, "  connection %llu opened %.2f\n",
+                 static_cast<unsigned long long>(id), MsAfter(at, t0));
+  }
+  for (std::size_t i = 0; i < streams.size(); ++i) {
+    const Book::Stream& s = streams[i];
+    if (!s.affected) continue;
+    std::string line = absl::StrFormat("  stream %d moved %.2f", i,
+                                       MsAfter(s.moved, t0));
+    for (const auto& [n, a] : s.attempts) {
+      if (a.started < t0 && a.ended_at < t0) continue;  // before the signal
+      absl::StrAppendFormat(
+          &line, " | attempt %d on %llu: start %.2f, first %.2f, end %.2f%s",
+          n, static_cast<unsigned long long>(a.connection_id),
+          a.started < t0 ? -1.0 : Ms(a.started - t0),
+          a.first_message < t0 ? -1.0 : MsAfter(a.first_message, t0),
+          MsAfter(a.ended_at, t0), a.by_client ? " (by the client)" : "");
+    }
+    std::fprintf(stderr, "%s\n", line.c_str());
+  }
+}
 
 std::unique_ptr<TestServer> NewReplica(int gen, const Flags& f) {
   TestServerOptions o;
@@ -512,6 +553,13 @@ ScenarioResult RunScenario(const Flags& f, bool cancel_first, int standby) {
         out.to_opened.push_back(Ms(e.second - t0));
       }
     }
+    if (f.trace) {
+      std::map<std::uint64_t, absl::Time> opened;
+      for (const auto& e : conns->opened_at()) {
+        if (!opened_before.count(e.first)) opened.insert(e);
+      }
+      PrintTrace(k, t0, noticed, opened, book.Snapshot());
+    }
     for (const Book::Stream& s : book.Snapshot()) {
       if (s.affected && s.moved != absl::InfiniteFuture()) {
         out.to_delivered.push_back(Ms(s.moved - t0));
@@ -644,6 +692,7 @@ int main(int argc, char** argv) {
   f.cold_samples = absl::GetFlag(FLAGS_cold_samples);
   f.pace_ms = absl::GetFlag(FLAGS_pace_ms);
   f.hold_fallback = absl::GetFlag(FLAGS_hold_fallback);
+  f.trace = absl::GetFlag(FLAGS_trace);
   const std::string scenario = absl::GetFlag(FLAGS_scenario);
   const std::string standby = absl::GetFlag(FLAGS_standby);
   if (f.streams <= 0 || f.rollouts <= 0 || f.tick_ms < 0 || f.jitter_ms < 0 ||

@@ -36,7 +36,8 @@
 //
 //   drain_bench [--streams=64] [--rollouts=20] [--tick_ms=5]
 //               [--jitter_ms=5] [--cold_samples=5] [--pace_ms=400]
-//               [--scenario=all|graceful|cancel1st] [--standby=both|0|1] [--trace]
+//               [--scenario=all|graceful|cancel1st] [--standby=both|0|1]
+//               [--trace]
 //
 // Build it RelWithDebInfo (or Release): timings from a Debug build mostly
 // measure the Debug build.
@@ -547,20 +548,20 @@ ScenarioResult RunScenario(const Flags& f, bool cancel_first, int standby) {
     if (noticed != absl::InfiniteFuture()) {
       out.to_noticed.push_back(Ms(noticed - t0));
     }
+    // Connections opened by this rollout.
+    std::map<std::uint64_t, absl::Time> opened;
     for (const auto& e : conns->opened_at()) {
-      if (!opened_before.count(e.first) && e.second < t_moved) {
+      if (!opened_before.count(e.first)) opened.insert(e);
+    }
+    for (const auto& e : opened) {
+      if (e.second < t_moved) {
         ++out.opened_on_critical_path;
         out.to_opened.push_back(Ms(e.second - t0));
       }
     }
-    if (f.trace) {
-      std::map<std::uint64_t, absl::Time> opened;
-      for (const auto& e : conns->opened_at()) {
-        if (!opened_before.count(e.first)) opened.insert(e);
-      }
-      PrintTrace(k, t0, noticed, opened, book.Snapshot());
-    }
-    for (const Book::Stream& s : book.Snapshot()) {
+    const std::vector<Book::Stream> streams = book.Snapshot();
+    if (f.trace) PrintTrace(k, t0, noticed, opened, streams);
+    for (const Book::Stream& s : streams) {
       if (s.affected && s.moved != absl::InfiniteFuture()) {
         out.to_delivered.push_back(Ms(s.moved - t0));
         // The stream's notice: the pool's, or its own attempt's end when

@@ -28,7 +28,10 @@
 // connected (the same with a standby connection and no notice to wait
 // for). "notice" is the signal -> the pool marking the connection draining
 // or suspect; a move is timed from the stream's own notice: that mark, or
-// its attempt's end when that came first. The last line is one JSON object with the figures
+// its attempt's end when that came first, and split in two: the notice to
+// the start of the move's call (*_notice_to_start_p99_ms, tether's part)
+// and that call to its first message (*_call_p99_ms, gRPC's and the
+// server's). The last line is one JSON object with the figures
 // (cold_first_msg_p99_ms, cold_n_first_msg_p99_ms, warm_n_first_msg_p99_ms,
 // notice_p99_ms, graceful_p99_ms, cancel_first_p99_ms, their standby
 // variants, each p99 over the single cold call (*_vs_cold) and over cold_n
@@ -428,6 +431,9 @@ struct ScenarioResult {
                                             // end when first) -> delivered
                                             // from elsewhere, per stream
   std::vector<double> to_started;    // signal -> the move's attempt started
+  std::vector<double> notice_to_started;  // the stream's notice -> the
+                                          // move's attempt started: what
+                                          // tether adds before gRPC's call
   std::vector<double> to_opened;     // signal -> a connection opened
   std::vector<double> started_to_first;  // that attempt -> first message
   std::int64_t late_attempts = 0;    // attempts on a signalled connection
@@ -578,6 +584,13 @@ ScenarioResult RunScenario(const Flags& f, bool cancel_first, int standby) {
         if (notice != absl::InfiniteFuture()) {
           out.notice_to_delivered.push_back(Ms(s.moved - notice));
         }
+        for (const auto& a : s.attempts) {  // the move's attempt
+          if (a.second.started < t0) continue;
+          if (notice != absl::InfiniteFuture()) {
+            out.notice_to_started.push_back(Ms(a.second.started - notice));
+          }
+          break;
+        }
         // The breakdown: when the move's attempt started, and how long its
         // first message took after that.
         for (const auto& a : s.attempts) {
@@ -636,6 +649,8 @@ ScenarioResult RunScenario(const Flags& f, bool cancel_first, int standby) {
       "    the stream's notice (the pool's mark, or its own attempt's end "
       "when first) -> first message delivered: %s\n",
       Distribution(out.notice_to_delivered).c_str());
+  std::printf("      of which the notice -> the move's attempt started: %s\n",
+              Distribution(out.notice_to_started).c_str());
   std::printf("    signal -> a new connection opened: %s\n",
               Distribution(out.to_opened).c_str());
   std::printf("    signal -> the move's attempt started: %s\n",
@@ -731,6 +746,11 @@ int main(int argc, char** argv) {
       json.Set(key + "_p99_ms", Percentile(r.to_delivered, 0.99));
       from_notice[key] = Percentile(r.notice_to_delivered, 0.99);
       json.Set(key + "_from_notice_p99_ms", from_notice[key]);
+      // The two parts of a move from the notice: tether's (to the start of
+      // the new call) and gRPC's call (to its first message).
+      json.Set(key + "_notice_to_start_p99_ms",
+               Percentile(r.notice_to_started, 0.99));
+      json.Set(key + "_call_p99_ms", Percentile(r.started_to_first, 0.99));
       p99s[key] = Percentile(r.to_delivered, 0.99);
       json.Set(key + "_moves_on_new_connection", r.moves_on_fresh_connection);
     }

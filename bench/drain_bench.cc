@@ -276,6 +276,10 @@ class ConnLog final : public tether::ConnectionObserver {
     std::lock_guard<std::mutex> lock(mu_);
     opened_[id] = absl::Now();
   }
+  void OnConnectionReady(std::uint64_t id) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    ready_.emplace(id, absl::Now());
+  }
   void OnConnectionDraining(std::uint64_t id, absl::string_view) override {
     std::lock_guard<std::mutex> lock(mu_);
     signalled_.emplace(id, absl::Now());
@@ -293,11 +297,17 @@ class ConnLog final : public tether::ConnectionObserver {
     std::lock_guard<std::mutex> lock(mu_);
     return opened_;
   }
+  // When each connection first turned READY.
+  std::map<std::uint64_t, absl::Time> ready_at() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return ready_;
+  }
 
  private:
   mutable std::mutex mu_;
   std::map<std::uint64_t, absl::Time> opened_;
   std::map<std::uint64_t, absl::Time> signalled_;
+  std::map<std::uint64_t, absl::Time> ready_;
   const std::shared_ptr<OneShot> gone_;
 };
 
@@ -308,17 +318,21 @@ double MsAfter(absl::Time t, absl::Time t0) {
   return t == absl::InfiniteFuture() ? -1.0 : Ms(t - t0);
 }
 
-// One rollout's timeline (--trace): when the pool noticed and opened
-// connections, and for each stream that had to move, its attempts since
-// the signal `t0` (connection, start, first message, end; -1: none).
+// One rollout's timeline (--trace): when the pool noticed, opened
+// connections and saw them READY, and for each stream that had to move,
+// its attempts since the signal `t0` (connection, start, first message,
+// end; -1: none).
 void PrintTrace(int rollout, absl::Time t0, absl::Time noticed,
                 const std::map<std::uint64_t, absl::Time>& opened,
+                const std::map<std::uint64_t, absl::Time>& ready,
                 const std::vector<Book::Stream>& streams) {
   std::fprintf(stderr, "rollout %d: noticed %.2f ms\n", rollout,
                MsAfter(noticed, t0));
   for (const auto& [id, at] : opened) {
-    std::fprintf(stderr, "  connection %llu opened %.2f\n",
-                 static_cast<unsigned long long>(id), MsAfter(at, t0));
+    const auto r = ready.find(id);
+    std::fprintf(stderr, "  connection %llu opened %.2f, ready %.2f\n",
+                 static_cast<unsigned long long>(id), MsAfter(at, t0),
+                 r == ready.end() ? -1.0 : MsAfter(r->second, t0));
   }
   for (std::size_t i = 0; i < streams.size(); ++i) {
     const Book::Stream& s = streams[i];
@@ -566,7 +580,9 @@ ScenarioResult RunScenario(const Flags& f, bool cancel_first, int standby) {
       }
     }
     const std::vector<Book::Stream> streams = book.Snapshot();
-    if (f.trace) PrintTrace(k, t0, noticed, opened, streams);
+    if (f.trace) {
+      PrintTrace(k, t0, noticed, opened, conns->ready_at(), streams);
+    }
     for (const Book::Stream& s : streams) {
       if (s.affected && s.moved != absl::InfiniteFuture()) {
         out.to_delivered.push_back(Ms(s.moved - t0));

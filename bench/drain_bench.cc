@@ -600,18 +600,15 @@ ScenarioResult RunScenario(const Flags& f, bool cancel_first, int standby) {
         if (notice != absl::InfiniteFuture()) {
           out.notice_to_delivered.push_back(Ms(s.moved - notice));
         }
-        for (const auto& a : s.attempts) {  // the move's attempt
-          if (a.second.started < t0) continue;
-          if (notice != absl::InfiniteFuture()) {
-            out.notice_to_started.push_back(Ms(a.second.started - notice));
-          }
-          break;
-        }
-        // The breakdown: when the move's attempt started, and how long its
-        // first message took after that.
+        // The breakdown: when the move's attempt started (after the signal
+        // and after the notice), and how long its first message took after
+        // that.
         for (const auto& a : s.attempts) {
           if (a.second.started < t0) continue;
           out.to_started.push_back(Ms(a.second.started - t0));
+          if (notice != absl::InfiniteFuture()) {
+            out.notice_to_started.push_back(Ms(a.second.started - notice));
+          }
           if (!opened_before.count(a.second.connection_id)) {
             ++out.moves_on_fresh_connection;  // waited for a connect
           }

@@ -90,8 +90,8 @@ ABSL_FLAG(std::string, standby, "both",
           "both, 0 or 1: ConnectionPoolOptions::standby_connections");
 ABSL_FLAG(bool, trace, false,
           "print each rollout's timeline to stderr: the connections it "
-          "opened, and each moved stream's attempts (start, first message, "
-          "end), in ms after the signal");
+          "opened (and when each turned READY), and each moved stream's "
+          "attempts (start, first message, end), in ms after the signal");
 
 namespace {
 
